@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The few kernel types reqprof reads, declared with preserve_access_index so
+ * that every field offset is relocated against the running kernel's BTF at
+ * load time (CO-RE). Keeping them here instead of a generated vmlinux.h keeps
+ * the program small, reviewable and independent of the build host's kernel.
+ */
+#ifndef REQPROF_KERNEL_TYPES_H
+#define REQPROF_KERNEL_TYPES_H
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef short __s16;
+typedef int __s32;
+typedef long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef _Bool bool;
+#define true 1
+#define false 0
+
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+};
+
+struct sched_entity {
+	__u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
+	int tgid;
+	struct sched_entity se;
+} __attribute__((preserve_access_index));
+
+struct sock_common {
+	unsigned short skc_family;
+	__u16 skc_num; /* local port, host byte order */
+} __attribute__((preserve_access_index));
+
+struct sock {
+	struct sock_common __sk_common;
+	__u16 sk_protocol;
+} __attribute__((preserve_access_index));
+
+struct pt_regs;
+
+#endif

@@ -1,0 +1,114 @@
+package collector
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/reqprof/reqprof/report"
+)
+
+// Mirrors of the enums in bpf/reqprof.bpf.c.
+const (
+	phaseIdle  = 0
+	roleServer = 1
+)
+
+// buildRun turns the BPF maps and the decoded records into report types.
+func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed uint64) (report.Run, error) {
+	targets := make([]report.Target, len(procs))
+	for i, p := range procs {
+		var perCPU []reqprofTargetStats
+		if err := objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
+			return report.Run{}, fmt.Errorf("reading counters of %d: %w", p.PID, err)
+		}
+		s := sumStats(perCPU)
+		t := report.Target{
+			PID:                p.PID,
+			Comm:               p.comm,
+			Label:              p.Label,
+			Threads:            int(s.ThreadsSeen),
+			Requests:           p.requests,
+			UnfinishedNs:       s.DroppedNs,
+			UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
+			UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs,
+			LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
+			Exited:             p.exited,
+		}
+		if p.schedNsAt >= p.schedNs0 {
+			t.SchedCPUNs = p.schedNsAt - p.schedNs0
+		}
+		targets[i] = t
+	}
+	// Records the collector could not decode are lost events of some
+	// target; the first is as good as any to show them on.
+	targets[0].LostEvents += malformed
+
+	// Requests still open when the window closed: their CPU is
+	// attributed, but they are not finished requests.
+	openConns := map[uint64]bool{}
+	var cookie uint64
+	var c reqprofConnState
+	iter := objs.Conns.Iterate()
+	for iter.Next(&cookie, &c) {
+		if c.Role != roleServer || int(c.Target) >= len(targets) {
+			continue
+		}
+		openConns[cookie] = true
+		targets[c.Target].UnfinishedNs += c.UserNs + c.KernelNs
+		if c.Phase != phaseIdle {
+			targets[c.Target].UnfinishedRequests++
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return report.Run{}, fmt.Errorf("reading open connections: %w", err)
+	}
+
+	// Time threads were still on a CPU, or held back inside a syscall, when
+	// the window closed: no event was left to charge it.
+	var tid uint32
+	var st reqprofThreadState
+	threads := objs.Threads.Iterate()
+	for threads.Next(&tid, &st) {
+		if int(st.Target) >= len(targets) {
+			continue
+		}
+		// Debt is time charged beyond the kernel's accounting and not
+		// yet paid back; most of a target's time outside requests is
+		// where the slices that ran into debt ended.
+		if st.DebtNs > 0 {
+			t := &targets[st.Target]
+			t.UnattributedNs -= min(st.DebtNs, t.UnattributedNs)
+		}
+		pending := st.HeldNs
+		if st.RunStartNs != 0 && st.RunStartNs < endNs {
+			pending += endNs - st.RunStartNs
+		}
+		if openConns[st.Conn] {
+			targets[st.Target].UnfinishedNs += pending
+		} else {
+			targets[st.Target].UnattributedNs += pending
+		}
+	}
+	if err := threads.Err(); err != nil {
+		return report.Run{}, fmt.Errorf("reading threads: %w", err)
+	}
+	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets}, nil
+}
+
+func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
+	var sum reqprofTargetStats
+	for _, s := range perCPU {
+		sum.UnattributedUserNs += s.UnattributedUserNs
+		sum.UnattributedKernelNs += s.UnattributedKernelNs
+		sum.ChargedNs += s.ChargedNs
+		sum.DroppedNs += s.DroppedNs
+		sum.DroppedRequests += s.DroppedRequests
+		sum.LostRecords += s.LostRecords
+		sum.LostThreads += s.LostThreads
+		sum.LostConns += s.LostConns
+		sum.ThreadsSeen += s.ThreadsSeen
+		sum.StartUnseen += s.StartUnseen
+		sum.SwitchIns += s.SwitchIns
+	}
+	return sum
+}

@@ -1,0 +1,328 @@
+// Package collector loads reqprof's BPF programs, attaches them to the
+// target processes' scheduler, syscall and socket tracepoints, and decodes
+// what they measured into report types. It is the only package that knows
+// about BPF.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/reqprof/reqprof/report"
+)
+
+// maxTargets is MAX_TARGETS in bpf/reqprof.bpf.c.
+const maxTargets = 64
+
+// Target is one process to profile.
+type Target struct {
+	PID   int
+	Label string // optional name shown in reports
+}
+
+// Config says what to profile and for how long.
+type Config struct {
+	Targets []Target
+	// Duration bounds the window; zero means until ctx is done or every
+	// target has exited.
+	Duration time.Duration
+	// OnAttached, if set, is called once every program is attached and
+	// counting, with a one-line description, so load can start after it.
+	OnAttached func(line string)
+}
+
+// pollInterval is how often the collector checks that targets are alive and
+// picks up ports they started listening on.
+const pollInterval = 200 * time.Millisecond
+
+// process is a target as the collector tracks it during the window.
+type process struct {
+	Target
+	comm      string
+	pidfd     int
+	exited    bool
+	schedNs0  uint64 // kernel CPU clock at the window's start
+	schedNsAt uint64 // its latest reading
+	requests  []report.Request
+}
+
+// Run profiles the targets for one window and returns what it measured.
+// Errors are one line each, ready to show to a user.
+func Run(ctx context.Context, cfg Config) (report.Run, error) {
+	procs, err := openTargets(cfg.Targets)
+	if err != nil {
+		return report.Run{}, err
+	}
+	defer func() {
+		for _, p := range procs {
+			unix.Close(p.pidfd)
+		}
+	}()
+	if err := Preflight(); err != nil {
+		return report.Run{}, err
+	}
+
+	var objs reqprofObjects
+	if err := loadReqprofObjects(&objs, nil); err != nil {
+		return report.Run{}, describeLoadError(err)
+	}
+	defer objs.Close()
+
+	for i, p := range procs {
+		if err := objs.Targets.Put(uint32(p.PID), uint32(i)); err != nil {
+			return report.Run{}, fmt.Errorf("registering target %d: %w", p.PID, err)
+		}
+	}
+	if err := refreshListenPorts(objs.ListenPorts, procs); err != nil {
+		return report.Run{}, err
+	}
+
+	reader, err := ringbuf.NewReader(objs.Requests)
+	if err != nil {
+		return report.Run{}, fmt.Errorf("opening the request ring buffer: %w", err)
+	}
+	defer reader.Close()
+
+	links, err := attachAll(&objs)
+	defer func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}()
+	if err != nil {
+		return report.Run{}, err
+	}
+
+	consumed := make(chan consumeResult, 1)
+	go func() { consumed <- consume(reader, len(procs)) }()
+
+	// Every program is attached: open the window on all of them at once.
+	startNs := monotonicNs()
+	for _, p := range procs {
+		p.schedNs0, _ = processCPUNs(p.PID)
+		p.schedNsAt = p.schedNs0
+	}
+	if err := objs.EnableNs.Set(startNs); err != nil {
+		return report.Run{}, fmt.Errorf("setting the window start: %w", err)
+	}
+	if err := objs.Enabled.Set(uint32(1)); err != nil {
+		return report.Run{}, fmt.Errorf("enabling the programs: %w", err)
+	}
+	if cfg.OnAttached != nil {
+		cfg.OnAttached(attachedLine(procs))
+	}
+
+	waitWindow(ctx, cfg.Duration, objs.ListenPorts, procs)
+
+	// Close the window: stop counting, then read the process clocks at
+	// the same instant so both accountings cover the same time.
+	if err := objs.Enabled.Set(uint32(0)); err != nil {
+		return report.Run{}, fmt.Errorf("disabling the programs: %w", err)
+	}
+	endNs := monotonicNs()
+	for _, p := range procs {
+		if ns, err := processCPUNs(p.PID); err == nil && !p.exited {
+			p.schedNsAt = ns
+		}
+	}
+	for _, l := range links {
+		l.Close()
+	}
+	links = nil
+
+	if err := reader.Flush(); err != nil {
+		return report.Run{}, fmt.Errorf("draining the request ring buffer: %w", err)
+	}
+	res := <-consumed
+	if res.err != nil {
+		return report.Run{}, res.err
+	}
+	for i, p := range procs {
+		p.requests = res.requests[i]
+	}
+	return buildRun(&objs, procs, startNs, endNs, res.malformed)
+}
+
+func openTargets(targets []Target) ([]*process, error) {
+	if len(targets) == 0 {
+		return nil, errors.New("no target: give --pid PID")
+	}
+	if len(targets) > maxTargets {
+		return nil, fmt.Errorf("%d targets, at most %d", len(targets), maxTargets)
+	}
+	seen := map[int]bool{}
+	var procs []*process
+	for _, t := range targets {
+		if t.PID <= 0 {
+			return nil, fmt.Errorf("invalid pid %d", t.PID)
+		}
+		if seen[t.PID] {
+			return nil, fmt.Errorf("pid %d given twice", t.PID)
+		}
+		seen[t.PID] = true
+		comm, err := processComm(t.PID)
+		if err != nil {
+			return nil, err
+		}
+		fd, err := unix.PidfdOpen(t.PID, 0)
+		if err != nil {
+			return nil, fmt.Errorf("opening process %d: %w", t.PID, err)
+		}
+		procs = append(procs, &process{Target: t, comm: comm, pidfd: fd})
+	}
+	return procs, nil
+}
+
+// attachAll attaches every program; on error it returns the links made so
+// far so the caller can close them.
+func attachAll(objs *reqprofObjects) ([]link.Link, error) {
+	progs := []struct {
+		name string
+		prog *ebpf.Program
+	}{
+		{"sched_switch", objs.OnSchedSwitch},
+		{"sys_enter", objs.OnSysEnter},
+		{"sys_exit", objs.OnSysExit},
+		{"sock_recv_length", objs.OnSockRecvLength},
+		{"sock_send_length", objs.OnSockSendLength},
+		{"inet_sock_set_state", objs.OnInetSockSetState},
+	}
+	var links []link.Link
+	for _, p := range progs {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
+		if err != nil {
+			return links, fmt.Errorf("attaching to tracepoint %s: %w", p.name, err)
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+// describeLoadError keeps the part of a verifier log that says why.
+func describeLoadError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		log := ve.Log
+		if len(log) > 6 {
+			log = log[len(log)-6:]
+		}
+		return fmt.Errorf("the kernel's verifier rejected reqprof's BPF programs: %s", strings.Join(log, " | "))
+	}
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("loading BPF programs was refused (not root, or locked down): %w", err)
+	}
+	return fmt.Errorf("loading BPF programs: %w", err)
+}
+
+func attachedLine(procs []*process) string {
+	var parts []string
+	threads := 0
+	for _, p := range procs {
+		parts = append(parts, fmt.Sprintf("%d (%s)", p.PID, p.comm))
+		threads += threadCount(p.PID)
+	}
+	return fmt.Sprintf("reqprof: attached to %s, %d threads", strings.Join(parts, ", "), threads)
+}
+
+// waitWindow returns when the duration passes, ctx is done, or every target
+// has exited. Meanwhile it notes exits and new listening ports.
+func waitWindow(ctx context.Context, duration time.Duration, ports *ebpf.Map, procs []*process) {
+	var deadline <-chan time.Time
+	if duration > 0 {
+		timer := time.NewTimer(duration)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			return
+		case <-tick.C:
+		}
+		alive := 0
+		for _, p := range procs {
+			if p.exited {
+				continue
+			}
+			if hasExited(p.pidfd) {
+				p.exited = true
+				continue
+			}
+			alive++
+			if ns, err := processCPUNs(p.PID); err == nil {
+				p.schedNsAt = ns
+			}
+		}
+		if alive == 0 {
+			return
+		}
+		// Best effort: a port opened during the window is picked up here.
+		_ = refreshListenPorts(ports, procs)
+	}
+}
+
+func hasExited(pidfd int) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+func refreshListenPorts(ports *ebpf.Map, procs []*process) error {
+	for _, p := range procs {
+		if p.exited {
+			continue
+		}
+		found, err := listeningPorts(p.PID)
+		if err != nil {
+			return fmt.Errorf("reading listening ports of %d: %w", p.PID, err)
+		}
+		for port := range found {
+			if err := ports.Put(port, uint8(1)); err != nil {
+				return fmt.Errorf("registering port %d: %w", port, err)
+			}
+		}
+	}
+	return nil
+}
+
+type consumeResult struct {
+	requests  [][]report.Request // per target index
+	malformed uint64
+	err       error
+}
+
+// consume reads finished requests until the reader is flushed. It reuses one
+// record buffer: decoding allocates nothing but the growth of the slices.
+func consume(reader *ringbuf.Reader, targets int) consumeResult {
+	res := consumeResult{requests: make([][]report.Request, targets)}
+	var rec ringbuf.Record
+	for {
+		err := reader.ReadInto(&rec)
+		if errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrClosed) {
+			return res
+		}
+		if err != nil {
+			res.err = fmt.Errorf("reading the request ring buffer: %w", err)
+			return res
+		}
+		d, err := decodeRecord(rec.RawSample)
+		if err != nil || int(d.target) >= targets || d.flags&recordStartUnseen != 0 {
+			res.malformed++
+			continue
+		}
+		res.requests[d.target] = append(res.requests[d.target], d.request)
+	}
+}

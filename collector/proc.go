@@ -1,0 +1,105 @@
+package collector
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// processComm is the target's command name, as ps shows it.
+func processComm(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("no such process: %d", pid)
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// threadCount is how many threads the process has now.
+func threadCount(pid int) int {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0
+	}
+	return len(entries)
+}
+
+// processCPUNs reads the process's CPU clock: the scheduler's own
+// nanosecond sum over all its threads, live and exited, the same figure
+// CLOCK_PROCESS_CPUTIME_ID gives the process itself.
+func processCPUNs(pid int) (uint64, error) {
+	// MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) from the kernel's
+	// include/linux/posix-timers.h.
+	clock := int32((^pid)<<3 | 2)
+	var ts unix.Timespec
+	if err := unix.ClockGettime(clock, &ts); err != nil {
+		return 0, fmt.Errorf("reading CPU clock of %d: %w", pid, err)
+	}
+	return uint64(ts.Nano()), nil
+}
+
+// monotonicNs is the clock bpf_ktime_get_ns reads.
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// listeningPorts returns the TCP ports in LISTEN state in the network
+// namespace of pid. A connection whose local port is one of them was
+// accepted: it serves requests. Any other connection (to a database, say)
+// is the target acting as a client, and starts no request.
+func listeningPorts(pid int) (map[uint16]bool, error) {
+	ports := map[uint16]bool{}
+	for _, name := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "net", name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // no IPv6 in this kernel or namespace
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = parseListeningPorts(f, ports)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%d/net/%s: %w", pid, name, err)
+		}
+	}
+	return ports, nil
+}
+
+// tcpListen is TCP_LISTEN as /proc/net/tcp prints it.
+const tcpListen = "0A"
+
+// parseListeningPorts reads the /proc/net/tcp format: a header line, then
+// "sl local_address rem_address st ...", addresses as HEXIP:HEXPORT.
+func parseListeningPorts(f io.Reader, ports map[uint16]bool) error {
+	sc := bufio.NewScanner(f)
+	sc.Scan() // header
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 4 || fields[3] != tcpListen {
+			continue
+		}
+		_, portHex, ok := strings.Cut(fields[1], ":")
+		if !ok {
+			return fmt.Errorf("malformed local address %q", fields[1])
+		}
+		port, err := strconv.ParseUint(portHex, 16, 16)
+		if err != nil {
+			return fmt.Errorf("malformed port in %q", fields[1])
+		}
+		ports[uint16(port)] = true
+	}
+	return sc.Err()
+}

@@ -1,0 +1,62 @@
+package report
+
+import (
+	"math"
+	"slices"
+)
+
+// Dist summarises one per-request quantity, in µs rounded to 0.1 µs.
+//
+// Percentiles are exact, computed from every value with the nearest-rank
+// method: the p-th percentile of N sorted values is the value at 1-based
+// rank ceil(p/100 × N). It is always one of the observed values, never an
+// interpolation between two, so a p99 is a request that really happened.
+type Dist struct {
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+}
+
+// NewDist summarises values given in ns. No values gives the zero Dist.
+func NewDist(valuesNs []uint64) Dist {
+	if len(valuesNs) == 0 {
+		return Dist{}
+	}
+	sorted := slices.Clone(valuesNs)
+	slices.Sort(sorted)
+	var sum uint64
+	for _, v := range sorted {
+		sum += v
+	}
+	return Dist{
+		Mean: roundTenth(float64(sum) / float64(len(sorted)) / 1000),
+		P50:  usFromNs(nearestRank(sorted, 50)),
+		P90:  usFromNs(nearestRank(sorted, 90)),
+		P99:  usFromNs(nearestRank(sorted, 99)),
+		Max:  usFromNs(sorted[len(sorted)-1]),
+	}
+}
+
+// nearestRank is the percent-th percentile (1 <= percent <= 100) of sorted,
+// which must not be empty. The rank is computed in integers so that, say,
+// p90 of 10 values is exactly rank 9, not rank 10 from a float that came
+// out as 9.000000000000002.
+func nearestRank(sorted []uint64, percent int) uint64 {
+	rank := (percent*len(sorted) + 99) / 100 // ceil(percent × N / 100)
+	return sorted[rank-1]
+}
+
+// usFromNs converts ns to µs rounded half up to 0.1 µs. Dividing an integer
+// count of tenths by 10 gives the float64 nearest that decimal, which JSON
+// then prints without a trailing ...0000001.
+func usFromNs(ns uint64) float64 {
+	return float64((ns+50)/100) / 10
+}
+
+// roundTenth rounds to one decimal place, for the same clean printing as
+// usFromNs.
+func roundTenth(x float64) float64 {
+	return math.Round(x*10) / 10
+}

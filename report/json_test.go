@@ -1,0 +1,105 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const minimalSummary = `{"duration_s": 1, "targets": [{"pid": 1, "comm": "x", "requests": 0,
+	"cpu_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0},
+	"user_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0},
+	"kernel_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0},
+	"process_cpu_us": 0, "attributed_cpu_us": 0, "unattributed_cpu_us": 0, "lost_events": 0}]}`
+
+func TestReadJSONRejects(t *testing.T) {
+	cases := []struct {
+		name, input, wantErr string
+	}{
+		{"empty", ``, "unexpected end of JSON input"},
+		{"not JSON", `pid 4242 (uvicorn)`, "invalid character"},
+		{"array", `[1, 2]`, "cannot unmarshal array"},
+		{"null", `null`, "summary is null"},
+		{"no keys", `{}`, `summary has no "duration_s"`},
+		{"trailing data", `{"duration_s": 1, "targets": []} {}`, "invalid character"},
+		{"string for number", `{"duration_s": "10", "targets": []}`, "cannot unmarshal string"},
+		{"fraction for count", strings.Replace(minimalSummary, `"requests": 0`, `"requests": 1.5`, 1), "cannot unmarshal number 1.5"},
+		{"object for list", `{"duration_s": 1, "targets": {}}`, "cannot unmarshal object"},
+		{"null target", `{"duration_s": 1, "targets": [null]}`, "targets[0] is null"},
+		{"missing pid", strings.Replace(minimalSummary, `"pid": 1,`, ``, 1), `targets[0] has no "pid"`},
+		{"missing p99", strings.Replace(minimalSummary, `"p99": 0,`, ``, 1), `targets[0].cpu_us has no "p99"`},
+		{"negative duration", strings.Replace(minimalSummary, `"duration_s": 1`, `"duration_s": -1`, 1), "duration_s is -1"},
+		{"negative requests", strings.Replace(minimalSummary, `"requests": 0`, `"requests": -3`, 1), "targets[0].requests is -3"},
+		{"negative lost events", strings.Replace(minimalSummary, `"lost_events": 0`, `"lost_events": -1`, 1), "cannot unmarshal number -1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ReadJSON(strings.NewReader(c.input))
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("ReadJSON(%q) error %v, want one containing %q", c.input, err, c.wantErr)
+			}
+		})
+	}
+}
+
+// A summary with only the contract's keys is read, and keys this reader does
+// not know are ignored so that a newer reqprof's output still compares.
+func TestReadJSONAccepts(t *testing.T) {
+	withExtra := strings.Replace(minimalSummary, `"pid": 1,`, `"pid": 1, "added_later": [1, {"a": null}],`, 1)
+	for _, input := range []string{minimalSummary, withExtra} {
+		s, err := ReadJSON(strings.NewReader(input))
+		if err != nil {
+			t.Fatalf("ReadJSON(%q): %v", input, err)
+		}
+		want := Summary{DurationS: 1, Targets: []TargetSummary{{PID: 1, Comm: "x", Warnings: []string{}}}}
+		if !reflect.DeepEqual(s, want) {
+			t.Errorf("ReadJSON(%q) = %+v, want %+v", input, s, want)
+		}
+	}
+}
+
+// FuzzReadJSON feeds ReadJSON arbitrary bytes: it must not panic, and what
+// it accepts must survive a write and a read unchanged, and render as a
+// table.
+func FuzzReadJSON(f *testing.F) {
+	goldens, err := filepath.Glob(filepath.Join("testdata", "*.json.golden"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, path := range goldens {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(minimalSummary))
+	f.Add([]byte(`{"duration_s": 1, "targets": null}`))
+	f.Add([]byte(`{"duration_s": 1e400, "targets": []}`))
+	f.Add([]byte(`{"duration_s": 0, "targets": [], "PID": "x"}`))
+	f.Add([]byte("pid 4242 \xff"))
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first, err := ReadJSON(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		var encoded bytes.Buffer
+		if err := WriteJSON(&encoded, first); err != nil {
+			t.Fatalf("WriteJSON of an accepted summary: %v", err)
+		}
+		second, err := ReadJSON(bytes.NewReader(encoded.Bytes()))
+		if err != nil {
+			t.Fatalf("ReadJSON rejects WriteJSON's output: %v\n%s", err, encoded.Bytes())
+		}
+		if !reflect.DeepEqual(first, second) {
+			t.Fatalf("summary changed on a write and a read:\nfirst  %+v\nsecond %+v", first, second)
+		}
+		if err := WriteTable(&bytes.Buffer{}, first); err != nil {
+			t.Fatalf("WriteTable of an accepted summary: %v", err)
+		}
+	})
+}

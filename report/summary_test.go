@@ -1,0 +1,125 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The figures of the one_target golden case, worked out by hand from
+// requestsOneTo200: request i has 650·i ns user and 350·i ns kernel time.
+func TestSummarizeByHand(t *testing.T) {
+	s := Summarize(goldenCases()[0].run)
+	if s.DurationS != 10 || len(s.Targets) != 1 {
+		t.Fatalf("summary %+v, want 10 s and one target", s)
+	}
+	got := s.Targets[0]
+	want := TargetSummary{
+		PID: 4242, Comm: "uvicorn", Threads: 4,
+		Requests:     200,
+		RequestsPerS: 20,
+		// Ranks 100, 180, 198 and 200 of 1 µs ... 200 µs; mean (1+200)/2.
+		CPUUs: Dist{Mean: 100.5, P50: 100, P90: 180, P99: 198, Max: 200},
+		// 65325 ns mean; 198 × 650 ns = 128.7 µs.
+		UserUs: Dist{Mean: 65.3, P50: 65, P90: 117, P99: 128.7, Max: 130},
+		// 35175 ns mean rounds half up; 198 × 350 ns = 69.3 µs.
+		KernelUs:           Dist{Mean: 35.2, P50: 35, P90: 63, P99: 69.3, Max: 70},
+		BytesInPerRequest:  78,
+		BytesOutPerRequest: 120,
+		// 20100 µs in finished requests + 3500 µs in unfinished ones.
+		AttributedCPUUs:    23600,
+		UnattributedCPUUs:  1234.6,
+		ProcessCPUUs:       24834.6,
+		SchedCPUUs:         24900,
+		UnfinishedRequests: 2,
+		UnfinishedCPUUs:    3500,
+		Warnings:           []string{},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestSummarizeSortsByPID(t *testing.T) {
+	s := Summarize(Run{Targets: []Target{{PID: 30}, {PID: 10}, {PID: 20}}})
+	var pids []int
+	for _, ts := range s.Targets {
+		pids = append(pids, ts.PID)
+	}
+	if want := []int{10, 20, 30}; !slices.Equal(pids, want) {
+		t.Errorf("PIDs in order %v, want %v", pids, want)
+	}
+}
+
+// An empty target or a zero-length window must give zeros, not NaN or
+// infinities, which JSON cannot encode.
+func TestSummarizeEmpty(t *testing.T) {
+	for _, run := range []Run{
+		{Duration: 0, Targets: []Target{{PID: 1}}},
+		{Duration: time.Second, Targets: []Target{{PID: 1}}},
+		{Duration: 0, Targets: []Target{{PID: 1, Requests: []Request{{UserNs: 1000}}}}},
+	} {
+		s := Summarize(run)
+		if _, err := json.Marshal(s); err != nil {
+			t.Errorf("Summarize(%+v) cannot be encoded: %v", run, err)
+		}
+	}
+	got := Summarize(Run{Duration: time.Second, Targets: []Target{{PID: 1}}}).Targets[0]
+	want := TargetSummary{PID: 1, Warnings: []string{}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestSummarizeNoTargets(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteJSON(&b, Summarize(Run{Duration: time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"targets": []`) {
+		t.Errorf("no targets should encode as an empty list, got\n%s", b.String())
+	}
+}
+
+func TestCoverageWarning(t *testing.T) {
+	cases := []struct {
+		name        string
+		seenNs      uint64
+		schedNs     uint64
+		wantWarning bool
+	}{
+		{"exactly 95%", 950_000, 1_000_000, false},
+		{"just under 95%", 949_999, 1_000_000, true},
+		{"exactly 105%", 1_050_000, 1_000_000, false},
+		{"just over 105%", 1_050_001, 1_000_000, true},
+		{"no kernel accounting", 950_000, 0, false},
+		{"nothing seen", 0, 1_000_000, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			target := Target{PID: 1, UnattributedNs: c.seenNs, SchedCPUNs: c.schedNs}
+			got := Summarize(Run{Duration: time.Second, Targets: []Target{target}}).Targets[0]
+			if got.Partial != c.wantWarning || (len(got.Warnings) == 1) != c.wantWarning {
+				t.Errorf("partial %v, warnings %q; want a warning: %v", got.Partial, got.Warnings, c.wantWarning)
+			}
+		})
+	}
+}
+
+func TestWarningsInOrder(t *testing.T) {
+	target := Target{PID: 1, LostEvents: 3, Exited: true, UnattributedNs: 10, SchedCPUNs: 1_000_000}
+	got := Summarize(Run{Duration: time.Second, Targets: []Target{target}}).Targets[0]
+	prefixes := []string{"3 events lost", "process exited", "reqprof saw 0.00%"}
+	if !got.Partial || len(got.Warnings) != len(prefixes) {
+		t.Fatalf("partial %v, warnings %q; want %d warnings", got.Partial, got.Warnings, len(prefixes))
+	}
+	for i, p := range prefixes {
+		if !strings.HasPrefix(got.Warnings[i], p) {
+			t.Errorf("warning %d is %q, want it to start %q", i, got.Warnings[i], p)
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package calserver
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Model is how the server maps connections onto OS threads. Whatever the
+// model, a request is served start to finish on one thread, so that thread's
+// CPU clock is the request's ground truth.
+type Model string
+
+const (
+	// Threads gives each connection its own OS thread doing blocking I/O.
+	Threads Model = "threads"
+	// Epoll serves every connection from one OS thread running an epoll loop.
+	Epoll Model = "epoll"
+)
+
+// DefaultRoute names, in Stats, the requests for paths Config.Routes lacks.
+const DefaultRoute = "*"
+
+// Config says how the server serves and how much work each request costs.
+type Config struct {
+	Model  Model
+	Listen string // IP:port to listen on; "127.0.0.1:0" if empty
+
+	Burn   time.Duration            // user CPU burnt per request
+	Routes map[string]time.Duration // burn per path (query excluded), instead of Burn
+
+	// Kernel work per request: DevNullWrites writes of DevNullBytes each to
+	// /dev/null.
+	DevNullWrites int
+	DevNullBytes  int
+
+	Sleep time.Duration // off-CPU wait per request, after the CPU work
+}
+
+func (c Config) validate() error {
+	if c.Burn < 0 || c.Sleep < 0 || c.DevNullWrites < 0 || c.DevNullBytes < 0 {
+		return fmt.Errorf("calserver: negative burn, sleep or /dev/null work in %+v", c)
+	}
+	for path, burn := range c.Routes {
+		if !strings.HasPrefix(path, "/") {
+			return fmt.Errorf("calserver: route %q does not start with /", path)
+		}
+		if burn < 0 {
+			return fmt.Errorf("calserver: route %s has negative burn %v", path, burn)
+		}
+	}
+	return nil
+}

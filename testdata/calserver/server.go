@@ -1,0 +1,315 @@
+// Package calserver is an HTTP/1.1 server whose per-request CPU is known: it
+// burns a configured amount of CPU per request and measures, on the serving
+// thread's own CPU clock, what each request really cost. It serves with raw
+// syscalls on OS threads it keeps to itself, outside Go's netpoller, so every
+// request runs start to finish on one thread, as in a C server; that is what
+// a per-thread profiler expects and what lets the thread's clock be the truth.
+package calserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// response is the same for every request: the work, not the bytes, is what
+// the routes vary.
+const response = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n"
+
+// Server serves until Close.
+type Server struct {
+	addr     string
+	response []byte
+
+	byPath   map[string]*route
+	fallback *route
+	routes   []*route
+
+	devNull       int
+	devNullBuf    []byte
+	devNullWrites int
+	sleep         time.Duration
+
+	engine    engine
+	wg        sync.WaitGroup // the engine's serving goroutines
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// engine is one Model's serving machinery.
+type engine interface {
+	// stop makes every serving goroutine return soon.
+	stop()
+	// release frees what the engine holds once its goroutines have returned,
+	// and reports why serving failed early, if it did.
+	release() error
+}
+
+// Start calibrates the burn loop (once per process, a few ms), starts serving
+// and returns once the server accepts connections.
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	listen := cfg.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	s := &Server{
+		response:      []byte(response),
+		byPath:        make(map[string]*route, len(cfg.Routes)),
+		fallback:      &route{name: DefaultRoute, iterations: iterationsFor(cfg.Burn)},
+		devNullBuf:    make([]byte, cfg.DevNullBytes),
+		devNullWrites: cfg.DevNullWrites,
+		sleep:         cfg.Sleep,
+	}
+	s.routes = append(s.routes, s.fallback)
+	for path, burn := range cfg.Routes {
+		r := &route{name: path, iterations: iterationsFor(burn)}
+		s.byPath[path] = r
+		s.routes = append(s.routes, r)
+	}
+	var err error
+	if s.devNull, err = unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+		return nil, fmt.Errorf("calserver: open /dev/null: %w", err)
+	}
+	switch cfg.Model {
+	case Threads:
+		s.engine, err = startThreads(s, listen)
+	case Epoll:
+		s.engine, err = startEpoll(s, listen)
+	default:
+		err = fmt.Errorf("calserver: unknown model %q", cfg.Model)
+	}
+	if err != nil {
+		unix.Close(s.devNull)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Addr is the IP:port the server listens on.
+func (s *Server) Addr() string { return s.addr }
+
+// Stats is the ground truth so far. Taken while requests are in flight, its
+// counters may be a request apart from one another; after Close it is final.
+func (s *Server) Stats() Stats {
+	st := Stats{Routes: make(map[string]Totals, len(s.routes))}
+	for _, r := range s.routes {
+		t := r.totals()
+		st.Routes[r.name] = t
+		st.add(t)
+	}
+	return st
+}
+
+// Close stops serving: it closes every connection, waits for the requests in
+// progress to finish, and frees the server's descriptors.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.engine.stop()
+		s.wg.Wait()
+		s.closeErr = errors.Join(s.engine.release(), unix.Close(s.devNull))
+	})
+	return s.closeErr
+}
+
+// listenTCP opens a listening TCP socket on addr (IP:port) with the given
+// extra socket type flags, and returns it with the address it is bound to.
+func listenTCP(addr string, typeFlags int) (fd int, bound string, err error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return -1, "", fmt.Errorf("calserver: listen address: %w", err)
+	}
+	domain, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
+	if ap.Addr().Is4() {
+		domain, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	fd, err = unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|typeFlags, 0)
+	if err != nil {
+		return -1, "", fmt.Errorf("calserver: socket: %w", err)
+	}
+	bound, err = bindAndListen(fd, sa, ap.Addr())
+	if err != nil {
+		unix.Close(fd)
+		return -1, "", err
+	}
+	return fd, bound, nil
+}
+
+func bindAndListen(fd int, sa unix.Sockaddr, ip netip.Addr) (string, error) {
+	// Restarting on a fixed port must not wait out the last run's TIME_WAITs.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return "", fmt.Errorf("calserver: SO_REUSEADDR: %w", err)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return "", fmt.Errorf("calserver: bind: %w", err)
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		return "", fmt.Errorf("calserver: listen: %w", err)
+	}
+	local, err := unix.Getsockname(fd)
+	if err != nil {
+		return "", fmt.Errorf("calserver: getsockname: %w", err)
+	}
+	var port int
+	switch local := local.(type) {
+	case *unix.SockaddrInet4:
+		port = local.Port
+	case *unix.SockaddrInet6:
+		port = local.Port
+	}
+	return netip.AddrPortFrom(ip, uint16(port)).String(), nil
+}
+
+// setNoDelay turns Nagle off, as servers do, so that a response is never held
+// back waiting for the client's ACK of the one before.
+func setNoDelay(fd int) {
+	// Failure only costs latency on pipelined responses, which tests do not send.
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+}
+
+// conn is one connection's buffered input and the request being served on it.
+type conn struct {
+	fd  int
+	buf [4096]byte // room for a request head; clients send tens of bytes
+	n   int        // bytes buffered in buf
+
+	// The request in progress: when it started, what it is, what is left to
+	// send of its response.
+	startCPU       int64
+	startWall      time.Time
+	route          *route
+	devNullCPUNs   int64
+	unsentResponse []byte
+}
+
+var (
+	errHeadTooLarge = errors.New("request head larger than the buffer")
+	errMalformed    = errors.New("malformed request line")
+	headEnd         = []byte("\r\n\r\n")
+)
+
+// readMore reads what the socket has into the buffer. When nothing is
+// buffered the read brings a new request's first bytes, so the request starts
+// just before it: the whole read syscall, blocking entry included, is the
+// request's. A read returning 0 bytes reports io.EOF.
+func (c *conn) readMore() error {
+	fresh := c.n == 0
+	var before int64
+	if fresh {
+		before = threadCPUNow()
+	}
+	n, err := unix.Read(c.fd, c.buf[c.n:])
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return io.EOF
+	}
+	if fresh {
+		c.startCPU, c.startWall = before, time.Now()
+	}
+	c.n += n
+	return nil
+}
+
+// takeRequest removes the first complete request from the buffer and returns
+// its route, or nil if no request is complete yet.
+func (c *conn) takeRequest(s *Server) (*route, error) {
+	end := bytes.Index(c.buf[:c.n], headEnd)
+	if end < 0 {
+		if c.n == len(c.buf) {
+			return nil, errHeadTooLarge
+		}
+		return nil, nil
+	}
+	path, err := requestPath(c.buf[:end])
+	if err != nil {
+		return nil, err
+	}
+	r := s.routeFor(path) // before the buffer moves under path
+	c.n = copy(c.buf[:], c.buf[end+len(headEnd):c.n])
+	return r, nil
+}
+
+// requestPath is the path of the request line "METHOD PATH?QUERY VERSION".
+func requestPath(head []byte) ([]byte, error) {
+	line := head
+	if i := bytes.IndexByte(line, '\r'); i >= 0 {
+		line = line[:i]
+	}
+	sp := bytes.IndexByte(line, ' ')
+	if sp < 0 {
+		return nil, errMalformed
+	}
+	target := line[sp+1:]
+	sp = bytes.IndexByte(target, ' ')
+	if sp < 0 {
+		return nil, errMalformed
+	}
+	target = target[:sp]
+	if q := bytes.IndexByte(target, '?'); q >= 0 {
+		target = target[:q]
+	}
+	return target, nil
+}
+
+func (s *Server) routeFor(path []byte) *route {
+	if r, ok := s.byPath[string(path)]; ok { // string(path) here does not allocate
+		return r
+	}
+	return s.fallback
+}
+
+// respond does a request's work and queues its response on c.
+func (s *Server) respond(c *conn, r *route) {
+	c.route = r
+	burn(r.iterations)
+	c.devNullCPUNs = 0
+	if s.devNullWrites > 0 {
+		before := threadCPUNow()
+		for range s.devNullWrites {
+			// Writes to /dev/null cannot fail; they are here for their kernel CPU.
+			_, _ = unix.Write(s.devNull, s.devNullBuf)
+		}
+		c.devNullCPUNs = threadCPUNow() - before
+	}
+	if s.sleep > 0 {
+		ts := unix.NsecToTimespec(s.sleep.Nanoseconds())
+		// A signal cuts nanosleep short and leaves the remainder in ts.
+		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+		}
+	}
+	c.unsentResponse = s.response
+}
+
+// writeResponse sends what the socket takes of the queued response. On a
+// non-blocking socket it can stop short with EAGAIN.
+func (c *conn) writeResponse() error {
+	for len(c.unsentResponse) > 0 {
+		n, err := unix.Write(c.fd, c.unsentResponse)
+		if err != nil {
+			return err
+		}
+		c.unsentResponse = c.unsentResponse[n:]
+	}
+	return nil
+}
+
+// finishRequest records the request whose response's last byte just went out.
+func (s *Server) finishRequest(c *conn) {
+	endCPU, endWall := threadCPUNow(), time.Now()
+	c.route.record(endCPU-c.startCPU, c.devNullCPUNs, endWall.Sub(c.startWall).Nanoseconds())
+	// If the next request (pipelined) is already buffered, the thread turns to
+	// it right now, so it starts here; each of several requests that arrived in
+	// one read is thus charged from the end of the one before. If nothing is
+	// buffered, the next read resets the start.
+	c.startCPU, c.startWall = endCPU, endWall
+}

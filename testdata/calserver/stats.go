@@ -1,0 +1,73 @@
+package calserver
+
+import "sync/atomic"
+
+// Totals is what the serving threads measured over a set of requests. A
+// request's CPU runs from just before the read that brought its first bytes
+// to just after the write of its response's last byte, on its thread's
+// CPU clock (CLOCK_THREAD_CPUTIME_ID); its wall time runs from the return of
+// that read to the same end.
+type Totals struct {
+	Requests     uint64 `json:"requests"`
+	CPUNs        uint64 `json:"cpu_ns"`
+	DevNullCPUNs uint64 `json:"devnull_cpu_ns"` // part of CPUNs spent writing to /dev/null
+	WallNs       uint64 `json:"wall_ns"`
+}
+
+// MeanCPUMicros is the mean CPU per request, in µs.
+func (t Totals) MeanCPUMicros() float64 { return perRequestMicros(t.CPUNs, t.Requests) }
+
+// MeanDevNullCPUMicros is the mean CPU per request spent writing to /dev/null, in µs.
+func (t Totals) MeanDevNullCPUMicros() float64 {
+	return perRequestMicros(t.DevNullCPUNs, t.Requests)
+}
+
+// MeanWallMicros is the mean wall time per request, in µs.
+func (t Totals) MeanWallMicros() float64 { return perRequestMicros(t.WallNs, t.Requests) }
+
+func perRequestMicros(ns, requests uint64) float64 {
+	if requests == 0 {
+		return 0
+	}
+	return float64(ns) / float64(requests) / 1e3
+}
+
+func (t *Totals) add(o Totals) {
+	t.Requests += o.Requests
+	t.CPUNs += o.CPUNs
+	t.DevNullCPUNs += o.DevNullCPUNs
+	t.WallNs += o.WallNs
+}
+
+// Stats is the server's ground truth: all requests, and the requests of each
+// route (DefaultRoute for paths without one of their own).
+type Stats struct {
+	Totals
+	Routes map[string]Totals `json:"routes"`
+}
+
+// route is a path's work and the running totals of its requests. Totals are
+// atomics so that any serving thread can add to them without allocating or
+// waiting.
+type route struct {
+	name       string
+	iterations uint64 // rounds of spin per request
+
+	requests, cpuNs, devNullCPUNs, wallNs atomic.Uint64
+}
+
+func (r *route) record(cpuNs, devNullCPUNs, wallNs int64) {
+	r.requests.Add(1)
+	r.cpuNs.Add(uint64(cpuNs))
+	r.devNullCPUNs.Add(uint64(devNullCPUNs))
+	r.wallNs.Add(uint64(wallNs))
+}
+
+func (r *route) totals() Totals {
+	return Totals{
+		Requests:     r.requests.Load(),
+		CPUNs:        r.cpuNs.Load(),
+		DevNullCPUNs: r.devNullCPUNs.Load(),
+		WallNs:       r.wallNs.Load(),
+	}
+}

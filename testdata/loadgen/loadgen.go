@@ -1,0 +1,196 @@
+// Package loadgen drives a loopback HTTP/1.1 server with bounded, closed-loop
+// load: each connection sends one request, reads the whole response, and only
+// then sends the next.
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Config bounds a run in requests and in time.
+type Config struct {
+	Addr     string   // host:port of a loopback server
+	Conns    int      // concurrent connections; default 1, at most Requests
+	Requests int      // total requests, split evenly across the connections
+	Paths    []string // each connection requests them in turn; default "/"
+	// Timeout bounds the whole run; default 30s.
+	Timeout time.Duration
+}
+
+// Result counts what a run got.
+type Result struct {
+	Requests int            `json:"requests"` // responses fully received
+	Errors   int            `json:"errors"`   // failed requests, each ending its connection
+	Elapsed  time.Duration  `json:"elapsed_ns"`
+	PerPath  map[string]int `json:"per_path"` // responses fully received, by path
+}
+
+// Run sends cfg.Requests requests and returns once every connection is done
+// and closed. It reports an error if the config is invalid or if not every
+// request got its response; the Result is valid either way.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	requests := make([][]byte, len(cfg.Paths))
+	for i, path := range cfg.Paths {
+		requests[i] = []byte("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	conns := make([]connResult, cfg.Conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		n := cfg.Requests / cfg.Conns
+		if i < cfg.Requests%cfg.Conns {
+			n++
+		}
+		wg.Go(func() { conns[i] = runConn(ctx, cfg.Addr, requests, n) })
+	}
+	wg.Wait()
+
+	res := Result{Elapsed: time.Since(start), PerPath: make(map[string]int)}
+	var errs []error
+	for _, c := range conns {
+		for i, n := range c.perPath {
+			res.Requests += n
+			res.PerPath[cfg.Paths[i]] += n
+		}
+		if c.err != nil {
+			res.Errors++
+			errs = append(errs, c.err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("loadgen: %d of %d requests answered: %w", res.Requests, cfg.Requests, err)
+	}
+	return res, nil
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Requests <= 0 {
+		return c, fmt.Errorf("loadgen: %d requests; want at least 1", c.Requests)
+	}
+	if err := checkLoopback(c.Addr); err != nil {
+		return c, err
+	}
+	if c.Conns <= 0 {
+		c.Conns = 1
+	}
+	// A connection without a request would only open and close.
+	c.Conns = min(c.Conns, c.Requests)
+	if len(c.Paths) == 0 {
+		c.Paths = []string{"/"}
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	return c, nil
+}
+
+// checkLoopback refuses any address but loopback: load is for the local
+// test server only.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("loadgen: address: %w", err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("loadgen: %s is not a loopback address", addr)
+	}
+	return nil
+}
+
+type connResult struct {
+	perPath []int // responses received, by index in Config.Paths
+	err     error
+}
+
+// runConn sends n requests on one connection, cycling through requests, and
+// closes it: the close is what ends the server's last request on it for a
+// profiler that watches connections.
+func runConn(ctx context.Context, addr string, requests [][]byte, n int) connResult {
+	res := connResult{perPath: make([]int, len(requests))}
+	var dialer net.Dialer
+	c, err := dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer c.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		c.SetDeadline(deadline)
+	}
+	// Cancelling ctx must also interrupt a read or write in progress.
+	stopInterrupt := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stopInterrupt()
+
+	r := bufio.NewReader(c)
+	for i := range n {
+		p := i % len(requests)
+		if _, err := c.Write(requests[p]); err != nil {
+			res.err = fmt.Errorf("request %d: %w", i, err)
+			return res
+		}
+		if err := readResponse(r); err != nil {
+			res.err = fmt.Errorf("response %d: %w", i, err)
+			return res
+		}
+		res.perPath[p]++
+	}
+	return res
+}
+
+var (
+	statusOK      = []byte("HTTP/1.1 200 ")
+	contentLength = []byte("content-length")
+)
+
+// readResponse reads one whole response: status line, headers, and a body of
+// Content-Length bytes.
+func readResponse(r *bufio.Reader) error {
+	status, err := r.ReadSlice('\n')
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(status, statusOK) {
+		return fmt.Errorf("status line %q", status)
+	}
+	length := -1
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if ok && bytes.EqualFold(bytes.TrimSpace(name), contentLength) {
+			if length, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil || length < 0 {
+				return fmt.Errorf("header %q", line)
+			}
+		}
+	}
+	if length < 0 {
+		return errors.New("response without Content-Length")
+	}
+	_, err = r.Discard(length)
+	return err
+}

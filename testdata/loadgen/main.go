@@ -1,0 +1,41 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+)
+
+// Main runs the load generator from the command line and prints its Result
+// as one JSON line; it returns 1 if not every request was answered.
+func Main(args []string) int {
+	flags := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	var cfg Config
+	flags.StringVar(&cfg.Addr, "addr", "", "host:port of the loopback server (required)")
+	flags.IntVar(&cfg.Conns, "conns", 1, "concurrent connections")
+	flags.IntVar(&cfg.Requests, "requests", 1000, "total requests, split across connections")
+	flags.Func("path", `path to request; repeat for several, requested in turn (default "/")`, func(p string) error {
+		cfg.Paths = append(cfg.Paths, p)
+		return nil
+	})
+	flags.DurationVar(&cfg.Timeout, "timeout", 0, "bound on the whole run (default 30s)")
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	if flags.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "loadgen: unexpected arguments %q\n", flags.Args())
+		return 2
+	}
+	res, err := Run(context.Background(), cfg)
+	if jsonErr := json.NewEncoder(os.Stdout).Encode(res); jsonErr != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", jsonErr)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
