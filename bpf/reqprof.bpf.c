@@ -19,6 +19,12 @@
  * the thread's request as it goes. Time inside a syscall is held back until
  * sys_exit and then charged to the request the syscall served, so the read
  * that starts a request pays into that request and not the previous one.
+ * After a write, the thread's time is held as a "tail": if its next socket
+ * operation writes more of the same response, the tail was part of that
+ * request; otherwise (it reads, or turns to another connection) the tail was
+ * the server's loop between requests (epoll_wait, accept, bookkeeping) and is
+ * reported as unattributed, between requests. So a request's CPU runs from
+ * the entry of the read that starts it to the exit of its last write.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -107,8 +113,12 @@ struct thread_state {
 	__u64 sched_at_in;      /* kernel's sum_exec_runtime when put on the CPU; 0: unknown */
 	__u64 slice_cut_ns;     /* ns cut from the current slice so far */
 	__u64 debt_ns;          /* ns charged beyond the kernel's accounting, paid back later */
+	__u64 tail_user_ns;     /* time since the last write, not yet known to be */
+	__u64 tail_kernel_ns;   /* part of the request or between requests */
 	__u32 target;
 	__u32 mode;
+	__u32 in_tail;          /* the last socket operation was a write */
+	__u32 wrote;            /* the current syscall wrote to a served connection */
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -124,6 +134,7 @@ struct target_stats {
 	__u64 threads_seen;
 	__u64 start_unseen;       /* finished requests that began before attach */
 	__u64 switch_ins;         /* times a target thread was put on a CPU */
+	__u64 between_requests_ns; /* part of unattributed: after a response, before the next */
 };
 
 /* Which target thread, if any, is on this CPU: lets syscall and socket
@@ -252,6 +263,13 @@ static __always_inline void charge(struct thread_state *st, __u64 ns, bool kerne
 	if (s)
 		s->charged_ns += ns;
 
+	if (st->in_tail) {
+		if (kernel)
+			st->tail_kernel_ns += ns;
+		else
+			st->tail_user_ns += ns;
+		return;
+	}
 	struct conn_state *c = 0;
 	if (st->conn)
 		c = bpf_map_lookup_elem(&conns, &st->conn);
@@ -268,6 +286,31 @@ static __always_inline void charge(struct thread_state *st, __u64 ns, bool kerne
 		s->unattributed_kernel_ns += ns;
 	else
 		s->unattributed_user_ns += ns;
+}
+
+/* Settles the time since the thread's last write: part of its request when
+ * more of the same response follows, else time between requests. */
+static __always_inline void end_tail(struct thread_state *st, bool same_response)
+{
+	if (!st->in_tail)
+		return;
+	st->in_tail = 0;
+	struct conn_state *c = 0;
+	if (same_response && st->conn)
+		c = bpf_map_lookup_elem(&conns, &st->conn);
+	if (c) {
+		__sync_fetch_and_add(&c->user_ns, st->tail_user_ns);
+		__sync_fetch_and_add(&c->kernel_ns, st->tail_kernel_ns);
+	} else {
+		struct target_stats *s = stats_of(st->target);
+		if (s) {
+			s->unattributed_user_ns += st->tail_user_ns;
+			s->unattributed_kernel_ns += st->tail_kernel_ns;
+			s->between_requests_ns += st->tail_user_ns + st->tail_kernel_ns;
+		}
+	}
+	st->tail_user_ns = 0;
+	st->tail_kernel_ns = 0;
 }
 
 /* Charges or holds back ns of the thread's time in its current mode:
@@ -421,6 +464,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 				/* Its final switch: what it held back has no boundary
 				 * left to tell; it was in the exit syscall. */
 				charge(st, st->held_ns, true);
+				end_tail(st, false);
 				bpf_map_delete_elem(&threads, &prev_tid);
 			}
 		}
@@ -492,6 +536,10 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	charge(st, st->held_ns, true);
 	st->held_ns = 0;
 	st->mode = MODE_USER;
+	if (st->wrote) {
+		st->wrote = 0;
+		st->in_tail = 1;
+	}
 	return 0;
 }
 
@@ -511,6 +559,7 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	struct conn_state *c = conn_of(sk, cookie, plus1 - 1, tid, PHASE_IDLE, 0);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
+	end_tail(st, false);
 
 	if (c->phase != PHASE_READING) {
 		/* Data after a response (or after accept): a new request. */
@@ -549,10 +598,12 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	struct conn_state *c = conn_of(sk, cookie, plus1 - 1, tid, PHASE_RESPONDING, REQ_START_UNSEEN);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
+	end_tail(st, st->conn == cookie);
 	c->phase = PHASE_RESPONDING;
 	c->end_ns = bpf_ktime_get_ns();
 	__sync_fetch_and_add(&c->bytes_out, ret);
 	st->conn = cookie;
+	st->wrote = 1;
 	return 0;
 }
 

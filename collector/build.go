@@ -9,8 +9,9 @@ import (
 
 // Mirrors of the enums in bpf/reqprof.bpf.c.
 const (
-	phaseIdle  = 0
-	roleServer = 1
+	phaseIdle       = 0
+	phaseResponding = 2
+	roleServer      = 1
 )
 
 // buildRun turns the BPF maps and the decoded records into report types.
@@ -31,6 +32,7 @@ func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed 
 			UnfinishedNs:       s.DroppedNs,
 			UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
 			UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs,
+			BetweenRequestsNs:  s.BetweenRequestsNs,
 			LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
 			Exited:             p.exited,
 		}
@@ -43,8 +45,10 @@ func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed 
 	// target; the first is as good as any to show them on.
 	targets[0].LostEvents += malformed
 
-	// Requests still open when the window closed: their CPU is
-	// attributed, but they are not finished requests.
+	// Connections open when the window closed. A request whose response
+	// was being written is finished: the window's end ends it. One still
+	// being read, or begun before the window, is unfinished: its CPU is
+	// attributed but it is no request of the distribution.
 	openConns := map[uint64]bool{}
 	var cookie uint64
 	var c reqprofConnState
@@ -54,9 +58,24 @@ func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed 
 			continue
 		}
 		openConns[cookie] = true
-		targets[c.Target].UnfinishedNs += c.UserNs + c.KernelNs
-		if c.Phase != phaseIdle {
-			targets[c.Target].UnfinishedRequests++
+		t := &targets[c.Target]
+		switch {
+		case c.Phase == phaseResponding && c.Flags&recordStartUnseen == 0:
+			t.Requests = append(t.Requests, report.Request{
+				TID:      c.Tid,
+				Conn:     cookie,
+				Start:    time.Duration(c.StartNs),
+				End:      time.Duration(c.EndNs),
+				UserNs:   c.UserNs,
+				KernelNs: c.KernelNs,
+				BytesIn:  c.BytesIn,
+				BytesOut: c.BytesOut,
+			})
+		case c.Phase != phaseIdle:
+			t.UnfinishedRequests++
+			t.UnfinishedNs += c.UserNs + c.KernelNs
+		default:
+			t.UnfinishedNs += c.UserNs + c.KernelNs
 		}
 	}
 	if err := iter.Err(); err != nil {
@@ -72,22 +91,30 @@ func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed 
 		if int(st.Target) >= len(targets) {
 			continue
 		}
-		// Debt is time charged beyond the kernel's accounting and not
-		// yet paid back; most of a target's time outside requests is
-		// where the slices that ran into debt ended.
-		if st.DebtNs > 0 {
-			t := &targets[st.Target]
-			t.UnattributedNs -= min(st.DebtNs, t.UnattributedNs)
-		}
+		t := &targets[st.Target]
+		// A tail no later write claimed was time between requests.
+		tail := st.TailUserNs + st.TailKernelNs
+		t.UnattributedNs += tail
+		t.BetweenRequestsNs += tail
+
 		pending := st.HeldNs
 		if st.RunStartNs != 0 && st.RunStartNs < endNs {
 			pending += endNs - st.RunStartNs
 		}
-		if openConns[st.Conn] {
-			targets[st.Target].UnfinishedNs += pending
-		} else {
-			targets[st.Target].UnattributedNs += pending
+		switch {
+		case st.InTail != 0:
+			t.UnattributedNs += pending
+			t.BetweenRequestsNs += pending
+		case openConns[st.Conn]:
+			t.UnfinishedNs += pending
+		default:
+			t.UnattributedNs += pending
 		}
+
+		// Debt is time charged beyond the kernel's accounting and not
+		// yet paid back. Threads run into it at the end of a slice, most
+		// often waiting outside any request, so it is taken from there.
+		t.UnattributedNs -= min(st.DebtNs, t.UnattributedNs)
 	}
 	if err := threads.Err(); err != nil {
 		return report.Run{}, fmt.Errorf("reading threads: %w", err)
@@ -109,6 +136,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.ThreadsSeen += s.ThreadsSeen
 		sum.StartUnseen += s.StartUnseen
 		sum.SwitchIns += s.SwitchIns
+		sum.BetweenRequestsNs += s.BetweenRequestsNs
 	}
 	return sum
 }

@@ -65,6 +65,7 @@ type reqprofTargetStats struct {
 	ThreadsSeen          uint64
 	StartUnseen          uint64
 	SwitchIns            uint64
+	BetweenRequestsNs    uint64
 }
 
 type reqprofThreadState struct {
@@ -76,8 +77,12 @@ type reqprofThreadState struct {
 	SchedAtIn      uint64
 	SliceCutNs     uint64
 	DebtNs         uint64
+	TailUserNs     uint64
+	TailKernelNs   uint64
 	Target         uint32
 	Mode           uint32
+	InTail         uint32
+	Wrote          uint32
 }
 
 // Names of all BPF objects in the ELF.

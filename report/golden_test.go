@@ -45,13 +45,13 @@ func goldenCases() []goldenCase {
 				PID: 4242, Comm: "uvicorn", Threads: 4,
 				Requests:           requestsOneTo200(),
 				UnfinishedRequests: 2, UnfinishedNs: 3_500_000,
-				UnattributedNs: 1_234_567,
-				SchedCPUNs:     24_900_000,
+				UnattributedNs: 1_234_567, BetweenRequestsNs: 234_567,
+				SchedCPUNs: 24_900_000,
 			}},
 		}},
 		{"two_targets_partial", Run{
 			Duration: 2500 * time.Millisecond,
-			// Out of PID order: the summary sorts them.
+			// Out of PID order: the summary keeps the given order.
 			Targets: []Target{
 				{
 					PID: 111, Comm: "server", Label: "rust-sdk", Threads: 2,

@@ -1,9 +1,7 @@
 package report
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -38,7 +36,9 @@ type TargetSummary struct {
 	ProcessCPUUs      float64 `json:"process_cpu_us"`
 	AttributedCPUUs   float64 `json:"attributed_cpu_us"`
 	UnattributedCPUUs float64 `json:"unattributed_cpu_us"`
-	SchedCPUUs        float64 `json:"sched_cpu_us"`
+	// Part of UnattributedCPUUs: after a response, before the next request.
+	BetweenRequestsCPUUs float64 `json:"between_requests_cpu_us"`
+	SchedCPUUs           float64 `json:"sched_cpu_us"`
 
 	UnfinishedRequests int     `json:"unfinished_requests"`
 	UnfinishedCPUUs    float64 `json:"unfinished_cpu_us"`
@@ -61,12 +61,10 @@ const (
 	maxCoveragePercent = 105
 )
 
-// Summarize turns a run into its result. Targets are ordered by PID so the
-// output does not depend on the order the collector found them in.
+// Summarize turns a run into its result. Targets keep the order the user
+// gave them in: the first is the baseline others are compared with.
 func Summarize(run Run) Summary {
-	targets := slices.Clone(run.Targets)
-	slices.SortStableFunc(targets, func(a, b Target) int { return cmp.Compare(a.PID, b.PID) })
-
+	targets := run.Targets
 	s := Summary{
 		DurationS: float64(run.Duration.Round(time.Millisecond)/time.Millisecond) / 1000,
 		Targets:   make([]TargetSummary, 0, len(targets)),
@@ -103,10 +101,11 @@ func summarizeTarget(t Target, window time.Duration) TargetSummary {
 		UserUs:   NewDist(user),
 		KernelUs: NewDist(kernel),
 
-		ProcessCPUUs:      usFromNs(t.ProcessNs()),
-		AttributedCPUUs:   usFromNs(t.AttributedNs()),
-		UnattributedCPUUs: usFromNs(t.UnattributedNs),
-		SchedCPUUs:        usFromNs(t.SchedCPUNs),
+		ProcessCPUUs:         usFromNs(t.ProcessNs()),
+		AttributedCPUUs:      usFromNs(t.AttributedNs()),
+		UnattributedCPUUs:    usFromNs(t.UnattributedNs),
+		BetweenRequestsCPUUs: usFromNs(t.BetweenRequestsNs),
+		SchedCPUUs:           usFromNs(t.SchedCPUNs),
 
 		UnfinishedRequests: t.UnfinishedRequests,
 		UnfinishedCPUUs:    usFromNs(t.UnfinishedNs),

@@ -53,6 +53,9 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, durationS float64) error {
 		ms(t.ProcessCPUUs),
 		ms(t.AttributedCPUUs), share(t.AttributedCPUUs, t.ProcessCPUUs),
 		ms(t.UnattributedCPUUs), share(t.UnattributedCPUUs, t.ProcessCPUUs))
+	if t.BetweenRequestsCPUUs > 0 {
+		fmt.Fprintf(b, ", of which between requests %s ms", ms(t.BetweenRequestsCPUUs))
+	}
 	if t.SchedCPUUs > 0 {
 		fmt.Fprintf(b, "; kernel accounting %s ms (reqprof saw %.2f%%)",
 			ms(t.SchedCPUUs), 100*t.ProcessCPUUs/t.SchedCPUUs)

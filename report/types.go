@@ -37,6 +37,10 @@ type Target struct {
 	UnfinishedRequests int
 
 	UnattributedNs uint64 // target threads on a CPU while serving no request
+	// BetweenRequestsNs is the part of UnattributedNs a thread spent after
+	// writing a response and before its next request: the server's loop
+	// (epoll_wait, accept, bookkeeping).
+	BetweenRequestsNs uint64
 
 	// SchedCPUNs is the process's CPU over the window by the kernel's own
 	// accounting (CLOCK_PROCESS_CPUTIME_ID), independent of reqprof's BPF.

@@ -1,0 +1,249 @@
+package collector_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/testdata/loadgen"
+)
+
+// TestCPUPerRequestMatchesServer is the foundation's proof: against a server
+// that measures its own CPU per request with CLOCK_THREAD_CPUTIME_ID, over
+// the same span reqprof charges (the read that starts a request to the write
+// that ends it), reqprof's count is exact and its mean within 3%.
+func TestCPUPerRequestMatchesServer(t *testing.T) {
+	for _, model := range []string{"threads", "epoll"} {
+		for _, burn := range []time.Duration{200 * time.Microsecond, time.Millisecond} {
+			for _, conns := range []int{1, 8} {
+				name := fmt.Sprintf("%s/%v/%dconns", model, burn, conns)
+				t.Run(name, func(t *testing.T) {
+					requests := int(400 * time.Millisecond / burn) // ~0.4 s of CPU
+					requests -= requests % conns
+					checkAgainstServer(t, model, burn, conns, requests)
+				})
+			}
+		}
+	}
+}
+
+func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, requests int) {
+	srv := startCalserver(t, "--model", model, "--burn", burn.String())
+	var load loadgen.Result
+	w := profile(t, []int{srv.pid()}, func() {
+		var err error
+		load, err = loadgen.Run(context.Background(), loadgen.Config{Addr: srv.addr, Conns: conns, Requests: requests})
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	truth := srv.stop(t)
+	target := targetOf(t, w.run, srv.pid())
+	summary := report.Summarize(report.Run{Duration: w.run.Duration, Targets: []report.Target{target}}).Targets[0]
+
+	if load.Requests != requests || int(truth.Requests) != requests {
+		t.Fatalf("load got %d responses, server served %d, want %d", load.Requests, truth.Requests, requests)
+	}
+	if len(target.Requests) != requests {
+		t.Errorf("reqprof counted %d requests, load generator %d", len(target.Requests), requests)
+	}
+	got, want := meanCPUUs(target.Requests), truth.MeanCPUMicros()
+	t.Logf("cpu per request: reqprof %.1f µs, server %.1f µs (%+.2f%%); user %.1f kernel %.1f; unattributed %.1f ms",
+		got, want, 100*(got/want-1), summary.UserUs.Mean, summary.KernelUs.Mean, summary.UnattributedCPUUs/1e3)
+	if !within(got, want, 0.03) {
+		t.Errorf("mean cpu per request %.1f µs, server measured %.1f µs: more than 3%% apart", got, want)
+	}
+	// The report's three totals add up, to its 0.1 µs rounding.
+	if d := summary.ProcessCPUUs - summary.AttributedCPUUs - summary.UnattributedCPUUs; d > 0.2 || d < -0.2 {
+		t.Errorf("attributed %.1f + unattributed %.1f != process %.1f µs",
+			summary.AttributedCPUUs, summary.UnattributedCPUUs, summary.ProcessCPUUs)
+	}
+	// All CPU reqprof saw agrees with the kernel's accounting, read here
+	// independently at the edges of the load.
+	seen, kernel := float64(target.ProcessNs()), float64(w.schedCPU[srv.pid()])
+	if !within(seen, kernel, 0.02) {
+		t.Errorf("reqprof saw %.1f ms of process CPU, the kernel accounted %.1f ms: more than 2%% apart", seen/1e6, kernel/1e6)
+	}
+	if target.LostEvents != 0 {
+		t.Errorf("%d events lost", target.LostEvents)
+	}
+}
+
+// TestNginxUnderWrk profiles a real server nobody here wrote: nginx from
+// Debian, one process, under wrk. The request count must match wrk's.
+func TestNginxUnderWrk(t *testing.T) {
+	requireBPF(t)
+	nginxBin, wrkBin := lookPathOrFail(t, "nginx"), lookPathOrFail(t, "wrk")
+	pid, port := startNginx(t, nginxBin)
+
+	var out []byte
+	w := profile(t, []int{pid}, func() {
+		var err error
+		out, err = exec.Command(wrkBin, "-t2", "-c8", "-d2s", fmt.Sprintf("http://127.0.0.1:%d/", port)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("wrk: %v\n%s", err, out)
+		}
+	})
+	m := regexp.MustCompile(`(\d+) requests in`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no request count in wrk's output:\n%s", out)
+	}
+	wrkCount, _ := strconv.Atoi(string(m[1]))
+	target := targetOf(t, w.run, pid)
+	got := len(target.Requests)
+	t.Logf("nginx: wrk %d requests, reqprof %d (%.1f µs cpu/request), unfinished %d", wrkCount, got, meanCPUUs(target.Requests), target.UnfinishedRequests)
+	if wrkCount < 1000 {
+		t.Fatalf("wrk completed only %d requests:\n%s", wrkCount, out)
+	}
+	if !within(float64(got), float64(wrkCount), 0.01) {
+		t.Errorf("reqprof counted %d requests, wrk %d: more than 1%% apart", got, wrkCount)
+	}
+}
+
+func lookPathOrFail(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return filepath.Join(dir, name)
+		}
+	}
+	t.Fatalf("%s is not installed (.ci/run installs it)", name)
+	return ""
+}
+
+// startNginx runs nginx in the foreground as a single process (no master),
+// answering every request with a small fixed body.
+func startNginx(t *testing.T, bin string) (pid, port int) {
+	t.Helper()
+	dir := t.TempDir()
+	port = freePort(t)
+	conf := fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+error_log %[1]s/error.log;
+pid %[1]s/nginx.pid;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s;
+	proxy_temp_path %[1]s;
+	fastcgi_temp_path %[1]s;
+	uwsgi_temp_path %[1]s;
+	scgi_temp_path %[1]s;
+	server {
+		listen 127.0.0.1:%[2]d;
+		location / { return 200 "ok\n"; }
+	}
+}
+`, dir, port)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-c", confPath, "-p", dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitListening(t, port)
+	return cmd.Process.Pid, port
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	srv := startCalserver(t, "--model", "epoll")
+	_, portText, _ := strings.Cut(srv.addr, ":")
+	srv.stop(t)
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+func waitListening(t *testing.T, port int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: fmt.Sprintf("127.0.0.1:%d", port), Requests: 1}); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on port %d after 10 s", port)
+}
+
+// TestTargetExitsDuringWindow: the window closes when every target has
+// exited, and the result says the process exited rather than passing off
+// a part as the whole.
+func TestTargetExitsDuringWindow(t *testing.T) {
+	requireBPF(t)
+	srv := startCalserver(t, "--model", "threads", "--burn", "100us")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	attached := make(chan struct{})
+	go func() {
+		<-attached
+		if _, err := loadgen.Run(ctx, loadgen.Config{Addr: srv.addr, Conns: 2, Requests: 200}); err != nil {
+			t.Errorf("load: %v", err)
+		}
+		_ = srv.cmd.Process.Signal(syscall.SIGTERM)
+	}()
+	run, err := collector.Run(ctx, collector.Config{
+		Targets:    []collector.Target{{PID: srv.pid()}},
+		OnAttached: func(string) { close(attached) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the window did not close when the target exited")
+	}
+	srv.stop(t)
+	target := run.Targets[0]
+	if !target.Exited {
+		t.Error("target not marked as exited")
+	}
+	if len(target.Requests) != 200 {
+		t.Errorf("counted %d requests before the exit, want 200", len(target.Requests))
+	}
+	if s := report.Summarize(run).Targets[0]; !s.Partial {
+		t.Errorf("a target that exited is not labelled partial: warnings %q", s.Warnings)
+	}
+}
+
+// TestRunRejectsBadTargets needs no root: targets are checked first.
+func TestRunRejectsBadTargets(t *testing.T) {
+	for _, tc := range []struct {
+		targets []collector.Target
+		want    string
+	}{
+		{nil, "no target"},
+		{[]collector.Target{{PID: -3}}, "invalid pid"},
+		{[]collector.Target{{PID: 1 << 30}}, "no such process"},
+		{[]collector.Target{{PID: os.Getpid()}, {PID: os.Getpid()}}, "given twice"},
+	} {
+		_, err := collector.Run(context.Background(), collector.Config{Targets: tc.targets})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("targets %v: error %v, want one saying %q", tc.targets, err, tc.want)
+		}
+	}
+}

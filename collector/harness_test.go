@@ -1,0 +1,218 @@
+package collector_test
+
+// The harness for tests that load BPF: they need root, run a real server in
+// a child process, attach to it, and drive bounded loopback load inside the
+// window.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/testdata/calserver"
+)
+
+// calserverBin is built once for all tests by TestMain.
+var calserverBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "reqprof-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	calserverBin = filepath.Join(dir, "calserver")
+	build := exec.Command("go", "build", "-o", calserverBin, "github.com/reqprof/reqprof/testdata/calserver/cmd/calserver")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the calibrated server:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// requireBPF skips a test that loads BPF when not root, except under CI,
+// where CI runs as root and a skip would hide a broken test.
+func requireBPF(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("BPF tests must run as root under CI")
+	}
+	t.Skip("loading BPF needs root")
+}
+
+// server is a calibrated server running as a child process.
+type server struct {
+	cmd  *exec.Cmd
+	addr string
+	out  *bufio.Reader
+}
+
+func startCalserver(t *testing.T, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(calserverBin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Stderr = os.Stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, out: bufio.NewReader(pipe)}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	line, err := s.out.ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		t.Fatalf("calserver did not start: %q %v", line, err)
+	}
+	s.addr = addr
+	return s
+}
+
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// stop ends the server and returns its own measurements.
+func (s *server) stop(t *testing.T) calserver.Stats {
+	t.Helper()
+	if s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	line, err := s.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading calserver stats: %v", err)
+	}
+	var stats calserver.Stats
+	if err := json.Unmarshal([]byte(line), &stats); err != nil {
+		t.Fatalf("calserver stats %q: %v", line, err)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("calserver: %v", err)
+	}
+	return stats
+}
+
+// window is what one profiling run measured, with the kernel's accounting
+// of each target read by the test itself at the edges of its load.
+type window struct {
+	run       report.Run
+	schedCPU  map[int]uint64 // pid → CPU ns over the load, per the test's own clock reads
+	attachMsg string
+}
+
+// profile attaches to pids, runs load inside the window, and closes the
+// window once load returns.
+func profile(t *testing.T, pids []int, load func()) window {
+	t.Helper()
+	requireBPF(t)
+	var targets []collector.Target
+	for _, pid := range pids {
+		targets = append(targets, collector.Target{PID: pid})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	attached := make(chan string, 1)
+	type outcome struct {
+		run report.Run
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		run, err := collector.Run(ctx, collector.Config{
+			Targets:    targets,
+			Duration:   time.Minute, // a bound; the test closes the window earlier
+			OnAttached: func(line string) { attached <- line },
+		})
+		done <- outcome{run, err}
+	}()
+	var w window
+	select {
+	case w.attachMsg = <-attached:
+	case o := <-done:
+		t.Fatalf("collector failed before attaching: %v", o.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("collector did not attach within 30 s")
+	}
+	before := processClocks(t, pids)
+	load()
+	after := processClocks(t, pids)
+	cancel()
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("collector: %v", o.err)
+	}
+	w.run = o.run
+	w.schedCPU = map[int]uint64{}
+	for _, pid := range pids {
+		w.schedCPU[pid] = after[pid] - before[pid]
+	}
+	return w
+}
+
+// processClocks reads each process's CPU clock (the scheduler's nanosecond
+// total over all its threads, live and exited).
+func processClocks(t *testing.T, pids []int) map[int]uint64 {
+	t.Helper()
+	clocks := map[int]uint64{}
+	for _, pid := range pids {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(int32((^pid)<<3|2), &ts); err != nil {
+			t.Fatalf("CPU clock of %d: %v", pid, err)
+		}
+		clocks[pid] = uint64(ts.Nano())
+	}
+	return clocks
+}
+
+func targetOf(t *testing.T, run report.Run, pid int) report.Target {
+	t.Helper()
+	for _, target := range run.Targets {
+		if target.PID == pid {
+			return target
+		}
+	}
+	t.Fatalf("no target %d in the run", pid)
+	return report.Target{}
+}
+
+func meanCPUUs(requests []report.Request) float64 {
+	if len(requests) == 0 {
+		return 0
+	}
+	var sum uint64
+	for _, r := range requests {
+		sum += r.CPUNs()
+	}
+	return float64(sum) / float64(len(requests)) / 1e3
+}
+
+// within reports whether got is within frac of want.
+func within(got, want, frac float64) bool {
+	return math.Abs(got-want) <= frac*math.Abs(want)
+}
