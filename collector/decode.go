@@ -3,6 +3,7 @@ package collector
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/reqprof/reqprof/report"
@@ -32,6 +33,9 @@ func decodeRecord(b []byte) (decodedRecord, error) {
 	}
 	le := binary.LittleEndian
 	start, end := le.Uint64(b[8:]), le.Uint64(b[16:])
+	if start > math.MaxInt64 || end > math.MaxInt64 {
+		return decodedRecord{}, fmt.Errorf("request record times %d..%d are no monotonic clock readings", start, end)
+	}
 	if end < start {
 		return decodedRecord{}, fmt.Errorf("request record ends (%d) before it starts (%d)", end, start)
 	}

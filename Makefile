@@ -1,0 +1,56 @@
+# reqprof: `sudo make demo` shows it working, `sudo make test` proves it.
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
+
+# Debian packages the build, the generate check and the root tests use.
+DEB_PACKAGES := clang llvm libbpf-dev nginx wrk
+# Commands standing for them.
+DEB_COMMANDS := clang llvm-strip nginx wrk
+
+.PHONY: build generate check-generate deps vet test demo fuzz
+
+build:
+	$(GO) build -o bin/reqprof ./cmd/reqprof
+
+# Rebuilds the BPF object and its Go bindings (needs clang and libbpf-dev).
+generate:
+	$(GO) generate ./collector
+
+# Fails if the committed BPF object or bindings differ from what the
+# sources generate now.
+check-generate: deps
+	@tmp=$$(mktemp -d); \
+	cp collector/reqprof_bpfel.go collector/reqprof_bpfel.o $$tmp/; \
+	$(GO) generate ./collector; \
+	if cmp -s $$tmp/reqprof_bpfel.o collector/reqprof_bpfel.o && cmp -s $$tmp/reqprof_bpfel.go collector/reqprof_bpfel.go; then \
+		echo "generated BPF objects are current"; rm -rf $$tmp; \
+	else \
+		echo "generated BPF objects were stale: regenerated now, commit them"; rm -rf $$tmp; exit 1; \
+	fi
+
+# Installs what is missing, on Debian, when run as root.
+deps:
+	@missing=""; for c in $(DEB_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	test -f /usr/include/bpf/bpf_helpers.h || missing="$$missing libbpf-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
+	fi
+
+vet:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./... ./testdata/calserver/... ./testdata/loadgen/...
+
+# The test command of the README and of CI. BPF tests need root; under
+# CI=true they fail instead of skipping.
+test: deps check-generate vet
+	$(GO) test -count=1 ./...
+
+demo: build
+	./bin/reqprof demo
+
+# A longer run of every fuzz target (each also runs its corpus in `make test`).
+fuzz:
+	$(GO) test ./report -run XXX -fuzz FuzzReadJSON -fuzztime 30s
+	$(GO) test ./collector -run XXX -fuzz FuzzDecodeRecord -fuzztime 30s
+	$(GO) test ./collector -run XXX -fuzz FuzzParseListeningPorts -fuzztime 30s

@@ -1,0 +1,60 @@
+package collector
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Lines as /proc/net/tcp and tcp6 print them (trimmed after the inode).
+const procNetTCP = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 27211 1
+   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 18005 1
+   2: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 31337 1
+   3: 0100007F:D431 0100007F:0CEA 01 00000000:00000000 00:00000000 00000000     0        0 31338 1
+`
+
+const procNetTCP6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000000000000:01BB 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 40001 1
+`
+
+func TestParseListeningPorts(t *testing.T) {
+	ports := map[uint16]bool{}
+	for _, text := range []string{procNetTCP, procNetTCP6} {
+		if err := parseListeningPorts(strings.NewReader(text), ports); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := slices.Sorted(maps.Keys(ports))
+	// 8080 and 22 listen on IPv4, 443 on IPv6; 54321 is an outbound
+	// connection's ephemeral port and must not count.
+	if want := []uint16{22, 443, 8080}; !slices.Equal(got, want) {
+		t.Errorf("listening ports %v, want %v", got, want)
+	}
+}
+
+func TestParseListeningPortsRejectsGarbage(t *testing.T) {
+	bad := "header\n 0: 0100007F:ZZZZ 00000000:0000 0A\n"
+	if err := parseListeningPorts(strings.NewReader(bad), map[uint16]bool{}); err == nil {
+		t.Error("a malformed port was accepted")
+	}
+}
+
+func FuzzParseListeningPorts(f *testing.F) {
+	f.Add(procNetTCP)
+	f.Add(procNetTCP6)
+	f.Add("x\n 0: :FFFFF 0 0A\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		ports := map[uint16]bool{}
+		if err := parseListeningPorts(strings.NewReader(text), ports); err != nil {
+			return
+		}
+		// Every port found stands, in hex, on a LISTEN line of the input.
+		for port := range ports {
+			if !strings.Contains(strings.ToUpper(text), tcpListen) {
+				t.Fatalf("port %d found in input with no LISTEN line", port)
+			}
+		}
+	})
+}
