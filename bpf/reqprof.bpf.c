@@ -137,8 +137,9 @@ struct target_stats {
 	__u64 between_requests_ns; /* part of unattributed: after a response, before the next */
 };
 
-/* Which target thread, if any, is on this CPU: lets syscall and socket
- * events of other processes return after one per-CPU array read. */
+/* Which task was last seen on this CPU and whether it is a target: lets
+ * syscall and socket events of other processes return without a hash
+ * lookup. */
 struct cpu_current {
 	__u32 tid;
 	__u32 target_plus1; /* 0: not a target */
@@ -213,24 +214,27 @@ static __always_inline void count(__u64 *counter, __u64 n)
 		*counter += n;
 }
 
-/* Current task's target index + 1, or 0. Cheap except the first time on a
- * CPU, before any sched_switch there has told who runs. */
+/* Current task's target index + 1, or 0. The per-CPU entry remembers the
+ * last answer for the task on this CPU; it is checked against the current
+ * tid, so a stale entry costs a hash lookup, never a wrong answer. */
 static __always_inline __u32 current_target_plus1(__u32 *tid)
 {
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	*tid = (__u32)pid_tgid;
 	__u32 zero = 0;
 	struct cpu_current *cur = bpf_map_lookup_elem(&current_on_cpu, &zero);
-	if (!cur)
-		return 0;
-	if (!cur->valid) {
-		__u64 pid_tgid = bpf_get_current_pid_tgid();
-		__u32 tgid = pid_tgid >> 32;
-		__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
-		cur->tid = (__u32)pid_tgid;
-		cur->target_plus1 = target ? *target + 1 : 0;
+	if (cur && cur->valid && cur->tid == *tid)
+		return cur->target_plus1;
+
+	__u32 tgid = pid_tgid >> 32;
+	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
+	__u32 plus1 = target ? *target + 1 : 0;
+	if (cur) {
+		cur->tid = *tid;
+		cur->target_plus1 = plus1;
 		cur->valid = 1;
 	}
-	*tid = cur->tid;
-	return cur->target_plus1;
+	return plus1;
 }
 
 static __always_inline struct thread_state *thread_of(__u32 tid, __u32 target, __u64 run_start_ns)
@@ -448,9 +452,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	/* prev: close its on-CPU interval. */
 	__u32 prev_tid = prev->pid;
 	__u32 prev_plus1 = 0;
-	if (cur->valid && cur->tid == prev_tid) {
-		prev_plus1 = cur->target_plus1;
-	} else if (prev_tid) {
+	if (prev_tid) {
 		__u32 tgid = prev->tgid;
 		__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
 		prev_plus1 = target ? *target + 1 : 0;

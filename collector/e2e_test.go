@@ -55,7 +55,7 @@ func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, r
 		t.Fatalf("load got %d responses, server served %d, want %d", load.Requests, truth.Requests, requests)
 	}
 	if len(target.Requests) != requests {
-		t.Errorf("reqprof counted %d requests, load generator %d", len(target.Requests), requests)
+		t.Errorf("reqprof counted %d requests (and %d unfinished), load generator %d", len(target.Requests), target.UnfinishedRequests, requests)
 	}
 	got, want := meanCPUUs(target.Requests), truth.MeanCPUMicros()
 	t.Logf("cpu per request: reqprof %.1f µs, server %.1f µs (%+.2f%%); user %.1f kernel %.1f; unattributed %.1f ms",
@@ -72,7 +72,9 @@ func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, r
 	// independently at the edges of the load.
 	seen, kernel := float64(target.ProcessNs()), float64(w.schedCPU[srv.pid()])
 	if !within(seen, kernel, 0.02) {
-		t.Errorf("reqprof saw %.1f ms of process CPU, the kernel accounted %.1f ms: more than 2%% apart", seen/1e6, kernel/1e6)
+		t.Errorf("reqprof saw %.1f ms of process CPU (requests %.1f, unfinished %.1f, unattributed %.1f of which between requests %.1f), the kernel accounted %.1f ms: more than 2%% apart",
+			seen/1e6, float64(target.AttributedNs()-target.UnfinishedNs)/1e6, float64(target.UnfinishedNs)/1e6,
+			float64(target.UnattributedNs)/1e6, float64(target.BetweenRequestsNs)/1e6, kernel/1e6)
 	}
 	if target.LostEvents != 0 {
 		t.Errorf("%d events lost", target.LostEvents)
