@@ -20,9 +20,9 @@ generate:
 # sources generate now.
 check-generate: deps
 	@tmp=$$(mktemp -d); \
-	cp collector/reqprof_bpfel.go collector/reqprof_bpfel.o $$tmp/; \
+	cp collector/reqprof_x86_bpfel.go collector/reqprof_x86_bpfel.o collector/syscalls_amd64.go $$tmp/; \
 	$(GO) generate ./collector; \
-	if cmp -s $$tmp/reqprof_bpfel.o collector/reqprof_bpfel.o && cmp -s $$tmp/reqprof_bpfel.go collector/reqprof_bpfel.go; then \
+	if cmp -s $$tmp/reqprof_x86_bpfel.o collector/reqprof_x86_bpfel.o && cmp -s $$tmp/reqprof_x86_bpfel.go collector/reqprof_x86_bpfel.go && cmp -s $$tmp/syscalls_amd64.go collector/syscalls_amd64.go; then \
 		echo "generated BPF objects are current"; rm -rf $$tmp; \
 	else \
 		echo "generated BPF objects were stale: regenerated now, commit them"; rm -rf $$tmp; exit 1; \

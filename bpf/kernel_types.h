@@ -55,6 +55,11 @@ struct sock {
 	__u16 sk_protocol;
 } __attribute__((preserve_access_index));
 
-struct pt_regs;
+/* x86-64 syscall arguments: di, si, dx, r10, r8, r9. */
+struct pt_regs {
+	long unsigned int dx;
+	long unsigned int si;
+	long unsigned int di;
+} __attribute__((preserve_access_index));
 
 #endif

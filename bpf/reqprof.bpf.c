@@ -19,12 +19,21 @@
  * the thread's request as it goes. Time inside a syscall is held back until
  * sys_exit and then charged to the request the syscall served, so the read
  * that starts a request pays into that request and not the previous one.
- * After a write, the thread's time is held as a "tail": if its next socket
- * operation writes more of the same response, the tail was part of that
- * request; otherwise (it reads, or turns to another connection) the tail was
- * the server's loop between requests (epoll_wait, accept, bookkeeping) and is
- * reported as unattributed, between requests. So a request's CPU runs from
- * the entry of the read that starts it to the exit of its last write.
+ * Softirq and hard-IRQ time that interrupted a target thread is carved out
+ * of the piece it interrupted and charged as such, so that
+ * user + syscalls + softirq + irq = on-CPU time, exactly.
+ *
+ * After a write, the thread's costs go to the connection's "tail": if its
+ * next socket operation writes more of the same response, the tail was part
+ * of that request; otherwise (it reads, or turns to another connection) the
+ * tail was the server's loop between requests (epoll_wait, accept,
+ * bookkeeping) and is reported as unattributed, between requests. So a
+ * request's CPU runs from the entry of the read that starts it to the exit of
+ * its last write.
+ *
+ * Waiting: off-CPU time runs from a voluntary switch-out to the wakeup,
+ * run-queue time from the wakeup (or a preemption) to the switch-in; both
+ * are charged to the request the thread serves when it is back on a CPU.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -36,6 +45,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAX_TARGETS 64
 #define MAX_THREADS 32768
 #define MAX_CONNS 65536
+#define NR_SOFTIRQS 10
+#define SYSCALL_SLOTS 8
+#define PAYLOAD_MAX 512
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -47,7 +59,16 @@ char LICENSE[] SEC("license") = "GPL";
 #define TCP_CLOSE_WAIT 8
 #define TCP_LAST_ACK 9
 
+#define TASK_RUNNING 0
 #define TASK_DEAD 0x80
+
+/* x86-64 numbers of the syscalls whose buffer holds a request's first bytes. */
+#define NR_READ 0
+#define NR_READV 19
+#define NR_RECVFROM 45
+#define NR_RECVMSG 47
+
+#define BPF_F_NO_PREALLOC 1
 
 /* What the current syscall-boundary state of a thread is. */
 enum thread_mode {
@@ -69,82 +90,111 @@ enum conn_role {
 	ROLE_OTHER = 2,  /* outbound or non-TCP: never starts a request */
 };
 
-/* conn_state.flags and request_record.flags */
+/* request_record.flags */
 #define REQ_START_UNSEEN 1 /* the request began before reqprof attached */
 
-/* One finished request, the only thing sent to user space per request. */
+struct syscall_slot {
+	__u32 nr;
+	__u32 calls;
+	__u64 ns;
+};
+
+/* What a request cost: on-CPU time by kind, and waiting. */
+struct cost {
+	__u64 user_ns;     /* on-CPU outside syscalls and interrupts */
+	__u64 syscall_ns;  /* on-CPU inside syscalls, interrupts carved out */
+	__u64 softirq_ns[NR_SOFTIRQS];
+	__u64 irq_ns;      /* hard interrupt handlers */
+	__u64 runqueue_ns; /* runnable, waiting for a CPU */
+	__u64 offcpu_ns;   /* blocked: sleeping until woken */
+	__u64 other_syscall_ns; /* syscalls beyond the named slots */
+	__u32 other_syscall_calls;
+	__u32 page_faults;
+	__u32 voluntary_switches;
+	__u32 involuntary_switches;
+	struct syscall_slot syscalls[SYSCALL_SLOTS];
+};
+
+/* One finished request, the only thing sent to user space per request.
+ * The payload is sent only up to payload_len. */
 struct request_record {
-	__u64 conn;      /* socket cookie: unique for the kernel's lifetime */
-	__u64 start_ns;  /* entry of the syscall that read its first bytes */
-	__u64 end_ns;    /* its last write */
-	__u64 user_ns;   /* on-CPU outside syscalls */
-	__u64 kernel_ns; /* on-CPU inside syscalls */
+	__u64 conn;           /* socket cookie: unique for the kernel's lifetime */
+	__u64 start_ns;       /* its first bytes read */
+	__u64 first_write_ns; /* its first response bytes written */
+	__u64 end_ns;         /* its last write */
 	__u64 bytes_in;
 	__u64 bytes_out;
+	struct cost cost;
 	__u32 tgid;
 	__u32 tid; /* thread that read its first bytes */
 	__u32 target;
 	__u32 flags;
+	__u16 local_port;
+	__u16 payload_len;
+	__u32 pad;
+	__u8 payload[PAYLOAD_MAX]; /* first bytes of the read that started it */
 };
 
-/* The open request of one connection. Counters are added to atomically:
- * several threads may serve one connection. */
+/* The open request of one connection, and the tail of its last writer.
+ * Counters are added to atomically: several threads may serve one
+ * connection. */
 struct conn_state {
-	__u64 start_ns;
-	__u64 end_ns;
-	__u64 user_ns;
-	__u64 kernel_ns;
-	__u64 bytes_in;
-	__u64 bytes_out;
-	__u32 tgid;
-	__u32 tid;
-	__u32 target;
+	struct request_record rec;
+	struct cost tail;
 	__u32 phase;
 	__u32 role;
-	__u32 flags;
 };
 
-/* Per target thread. Only ever written from the CPU the thread runs on. */
+/* Per target thread. Only ever written from the CPU the thread runs on, or
+ * by its waker while it sleeps. */
 struct thread_state {
-	__u64 conn;             /* cookie of the connection it last read/wrote */
-	__u64 run_start_ns;     /* start of the on-CPU time not yet charged */
-	__u64 syscall_start_ns; /* entry of the current syscall */
-	__u64 held_ns;          /* on-CPU ns held back until the syscall boundary */
-	__u64 sched_at_in;      /* kernel's sum_exec_runtime when put on the CPU; 0: unknown */
-	__u64 slice_cut_ns;     /* ns cut from the current slice so far */
-	__u64 debt_ns;          /* ns charged beyond the kernel's accounting, paid back later */
-	__u64 tail_user_ns;     /* time since the last write, not yet known to be */
-	__u64 tail_kernel_ns;   /* part of the request or between requests */
+	__u64 conn;              /* cookie of the connection it last read/wrote */
+	__u64 run_start_ns;      /* start of the on-CPU time not yet cut */
+	__u64 syscall_start_ns;  /* entry of the current syscall */
+	__u64 held_ns;           /* on-CPU ns held back until the syscall boundary */
+	__u64 sched_at_in;       /* kernel's sum_exec_runtime when put on the CPU; 0: unknown */
+	__u64 slice_cut_ns;      /* ns cut from the current slice so far */
+	__u64 debt_ns;           /* ns charged beyond the kernel's accounting, paid back later */
+	__u64 interrupted_ns;    /* interrupt time inside the piece not yet cut: already charged */
+	__u64 blocked_since_ns;  /* voluntary switch-out, until woken */
+	__u64 runnable_since_ns; /* woken or preempted, until back on a CPU */
+	__u64 offcpu_pending_ns; /* blocked time to charge when back on a CPU */
+	__u64 read_buf;          /* user buffer of the current read-like syscall */
 	__u32 target;
 	__u32 mode;
-	__u32 in_tail;          /* the last socket operation was a write */
-	__u32 wrote;            /* the current syscall wrote to a served connection */
+	__u32 in_tail;     /* the last socket operation was a write */
+	__u32 wrote;       /* the current syscall wrote to a served connection */
+	__u32 syscall_nr;
+	__u32 pad;
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
 struct target_stats {
 	__u64 unattributed_user_ns;
 	__u64 unattributed_kernel_ns;
-	__u64 charged_ns;         /* all CPU charged anywhere: a consistency check */
-	__u64 dropped_ns;         /* CPU of requests closed before any response */
-	__u64 dropped_requests;
-	__u64 lost_records;       /* ring buffer full */
-	__u64 lost_threads;       /* thread map full */
-	__u64 lost_conns;         /* connection map full */
-	__u64 threads_seen;
-	__u64 start_unseen;       /* finished requests that began before attach */
-	__u64 switch_ins;         /* times a target thread was put on a CPU */
 	__u64 between_requests_ns; /* part of unattributed: after a response, before the next */
+	__u64 charged_ns;          /* all CPU charged anywhere: a consistency check */
+	__u64 dropped_ns;          /* CPU of requests closed before any response */
+	__u64 dropped_requests;
+	__u64 lost_records;        /* ring buffer full */
+	__u64 lost_threads;        /* thread map full */
+	__u64 lost_conns;          /* connection map full */
+	__u64 threads_seen;
+	__u64 start_unseen;        /* finished requests that began before attach */
+	__u64 switch_ins;          /* times a target thread was put on a CPU */
 };
 
-/* Which task was last seen on this CPU and whether it is a target: lets
- * syscall and socket events of other processes return without a hash
- * lookup. */
-struct cpu_current {
+/* Per CPU: which task was last seen here and whether it is a target (lets
+ * events of other processes return without a hash lookup), and the
+ * interrupt now running over it. */
+struct cpu_state {
+	__u64 softirq_start_ns;   /* 0: no softirq over a target thread */
+	__u64 irq_start_ns;       /* 0: no hard irq over a target thread */
+	__u64 irq_in_softirq_ns;  /* hard irq time inside the running softirq */
 	__u32 tid;
 	__u32 target_plus1; /* 0: not a target */
-	__u32 valid;        /* 0 until the first event on this CPU tells */
-	__u32 pad;
+	__u32 valid;        /* 0 until an event here has told */
+	__u32 softirq_vec;
 };
 
 /* The ring buffer is untyped: this puts request_record into BTF so that
@@ -172,9 +222,12 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
+/* Not preallocated: a connection's state is large (it holds the captured
+ * bytes), and memory should follow the connections that exist. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_CONNS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64); /* socket cookie */
 	__type(value, struct conn_state);
 } conns SEC(".maps");
@@ -190,13 +243,25 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct cpu_current);
-} current_on_cpu SEC(".maps");
+	__type(value, struct cpu_state);
+} cpus SEC(".maps");
+
+/* A zeroed conn_state to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct conn_state);
+} conn_template SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 << 20);
+	__uint(max_entries, 8 << 20);
 } requests SEC(".maps");
+
+/* Bytes of each request to capture for naming it; 0 turns capture off.
+ * Set before load. */
+volatile const __u32 capture_bytes = 256;
 
 /* Set by the collector once every program is attached, so that all of them
  * start counting at the same instant, enable_ns (CLOCK_MONOTONIC). */
@@ -208,31 +273,37 @@ static __always_inline struct target_stats *stats_of(__u32 target)
 	return bpf_map_lookup_elem(&stats, &target);
 }
 
-static __always_inline void count(__u64 *counter, __u64 n)
+/* Adds to a counter of a target's stats, which may be missing. (A pointer
+ * to the field taken before the null check would not pass the verifier.) */
+#define COUNT(s, field, n)                                                                                   \
+	do {                                                                                                 \
+		if (s)                                                                                       \
+			(s)->field += (n);                                                                   \
+	} while (0)
+
+static __always_inline struct cpu_state *this_cpu(void)
 {
-	if (counter)
-		*counter += n;
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&cpus, &zero);
 }
 
 /* Current task's target index + 1, or 0. The per-CPU entry remembers the
  * last answer for the task on this CPU; it is checked against the current
  * tid, so a stale entry costs a hash lookup, never a wrong answer. */
-static __always_inline __u32 current_target_plus1(__u32 *tid)
+static __always_inline __u32 current_target_plus1(struct cpu_state *cpu, __u32 *tid)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	*tid = (__u32)pid_tgid;
-	__u32 zero = 0;
-	struct cpu_current *cur = bpf_map_lookup_elem(&current_on_cpu, &zero);
-	if (cur && cur->valid && cur->tid == *tid)
-		return cur->target_plus1;
+	if (cpu && cpu->valid && cpu->tid == *tid)
+		return cpu->target_plus1;
 
 	__u32 tgid = pid_tgid >> 32;
 	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
 	__u32 plus1 = target ? *target + 1 : 0;
-	if (cur) {
-		cur->tid = *tid;
-		cur->target_plus1 = plus1;
-		cur->valid = 1;
+	if (cpu) {
+		cpu->tid = *tid;
+		cpu->target_plus1 = plus1;
+		cpu->valid = 1;
 	}
 	return plus1;
 }
@@ -250,71 +321,135 @@ static __always_inline struct thread_state *thread_of(__u32 tid, __u32 target, _
 	};
 	struct target_stats *s = stats_of(target);
 	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST) == 0)
-		count(s ? &s->threads_seen : 0, 1);
+		COUNT(s, threads_seen, 1);
 	st = bpf_map_lookup_elem(&threads, &tid);
 	if (!st)
-		count(s ? &s->lost_threads : 0, 1);
+		COUNT(s, lost_threads, 1);
 	return st;
 }
 
-/* Charges ns of CPU to the request the thread serves, or to the target's
- * unattributed time if it serves none. */
-static __always_inline void charge(struct thread_state *st, __u64 ns, bool kernel)
+/* The target thread running on this CPU, if any, for events in its context. */
+static __always_inline struct thread_state *current_thread(struct cpu_state *cpu, __u32 *tid)
+{
+	if (!enabled)
+		return 0;
+	__u32 plus1 = current_target_plus1(cpu, tid);
+	if (!plus1)
+		return 0;
+	/* Seen for the first time here: it has run since before enable. */
+	return thread_of(*tid, plus1 - 1, enable_ns);
+}
+
+/* Where the thread's costs go now: its request, the tail of the response it
+ * last wrote, or nowhere (unattributed) when it serves no request. */
+static __always_inline struct cost *destination(struct thread_state *st)
+{
+	if (!st->conn)
+		return 0;
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &st->conn);
+	if (!c || c->role != ROLE_SERVER)
+		return 0;
+	return st->in_tail ? &c->tail : &c->rec.cost;
+}
+
+static __always_inline void add_syscall(struct cost *to, __u32 nr, __u64 ns, __u32 calls)
+{
+	__sync_fetch_and_add(&to->syscall_ns, ns);
+	for (int i = 0; i < SYSCALL_SLOTS; i++) {
+		struct syscall_slot *slot = &to->syscalls[i];
+		/* Slot numbers are stored as nr + 1 so that 0 means free. */
+		__u32 have = slot->nr;
+		if (!have)
+			have = __sync_val_compare_and_swap(&slot->nr, 0, nr + 1) ?: nr + 1;
+		if (have == nr + 1) {
+			__sync_fetch_and_add(&slot->ns, ns);
+			__sync_fetch_and_add(&slot->calls, calls);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&to->other_syscall_ns, ns);
+	__sync_fetch_and_add(&to->other_syscall_calls, calls);
+}
+
+static __always_inline __u64 kernel_ns_of(struct cost *c)
+{
+	__u64 ns = c->syscall_ns + c->irq_ns;
+	for (int i = 0; i < NR_SOFTIRQS; i++)
+		ns += c->softirq_ns[i];
+	return ns;
+}
+
+/* Charges user time (syscall_nr < 0) or one syscall's time. */
+static __always_inline void charge(struct thread_state *st, __u64 ns, int syscall_nr)
 {
 	if (!ns)
 		return;
 	struct target_stats *s = stats_of(st->target);
 	if (s)
 		s->charged_ns += ns;
-
-	if (st->in_tail) {
-		if (kernel)
-			st->tail_kernel_ns += ns;
+	struct cost *to = destination(st);
+	if (to) {
+		if (syscall_nr < 0)
+			__sync_fetch_and_add(&to->user_ns, ns);
 		else
-			st->tail_user_ns += ns;
-		return;
-	}
-	struct conn_state *c = 0;
-	if (st->conn)
-		c = bpf_map_lookup_elem(&conns, &st->conn);
-	if (c && c->role == ROLE_SERVER) {
-		if (kernel)
-			__sync_fetch_and_add(&c->kernel_ns, ns);
-		else
-			__sync_fetch_and_add(&c->user_ns, ns);
+			add_syscall(to, syscall_nr, ns, 1);
 		return;
 	}
 	if (!s)
 		return;
-	if (kernel)
-		s->unattributed_kernel_ns += ns;
-	else
+	if (syscall_nr < 0)
 		s->unattributed_user_ns += ns;
+	else
+		s->unattributed_kernel_ns += ns;
 }
 
-/* Settles the time since the thread's last write: part of its request when
- * more of the same response follows, else time between requests. */
+/* Moves a tail to where it belongs: into its request when more of the same
+ * response follows, else into the target's time between requests. */
+static __always_inline void settle_tail(struct conn_state *c, bool same_response)
+{
+	struct cost *t = &c->tail;
+	if (same_response) {
+		struct cost *r = &c->rec.cost;
+		__sync_fetch_and_add(&r->user_ns, t->user_ns);
+		__sync_fetch_and_add(&r->irq_ns, t->irq_ns);
+		__sync_fetch_and_add(&r->runqueue_ns, t->runqueue_ns);
+		__sync_fetch_and_add(&r->offcpu_ns, t->offcpu_ns);
+		__sync_fetch_and_add(&r->page_faults, t->page_faults);
+		__sync_fetch_and_add(&r->voluntary_switches, t->voluntary_switches);
+		__sync_fetch_and_add(&r->involuntary_switches, t->involuntary_switches);
+		for (int i = 0; i < NR_SOFTIRQS; i++)
+			__sync_fetch_and_add(&r->softirq_ns[i], t->softirq_ns[i]);
+		for (int i = 0; i < SYSCALL_SLOTS; i++) {
+			struct syscall_slot *slot = &t->syscalls[i];
+			if (slot->nr)
+				add_syscall(r, slot->nr - 1, slot->ns, slot->calls);
+		}
+		if (t->other_syscall_calls) {
+			__sync_fetch_and_add(&r->syscall_ns, t->other_syscall_ns);
+			__sync_fetch_and_add(&r->other_syscall_ns, t->other_syscall_ns);
+			__sync_fetch_and_add(&r->other_syscall_calls, t->other_syscall_calls);
+		}
+	} else {
+		struct target_stats *s = stats_of(c->rec.target);
+		if (s) {
+			__u64 kernel = kernel_ns_of(t);
+			s->unattributed_user_ns += t->user_ns;
+			s->unattributed_kernel_ns += kernel;
+			s->between_requests_ns += t->user_ns + kernel;
+		}
+	}
+	__builtin_memset(t, 0, sizeof(*t));
+}
+
+/* Ends the thread's tail, if it has one. */
 static __always_inline void end_tail(struct thread_state *st, bool same_response)
 {
 	if (!st->in_tail)
 		return;
 	st->in_tail = 0;
-	struct conn_state *c = 0;
-	if (same_response && st->conn)
-		c = bpf_map_lookup_elem(&conns, &st->conn);
-	if (c) {
-		__sync_fetch_and_add(&c->user_ns, st->tail_user_ns);
-		__sync_fetch_and_add(&c->kernel_ns, st->tail_kernel_ns);
-	} else {
-		struct target_stats *s = stats_of(st->target);
-		if (s) {
-			s->unattributed_user_ns += st->tail_user_ns;
-			s->unattributed_kernel_ns += st->tail_kernel_ns;
-			s->between_requests_ns += st->tail_user_ns + st->tail_kernel_ns;
-		}
-	}
-	st->tail_user_ns = 0;
-	st->tail_kernel_ns = 0;
+	struct conn_state *c = st->conn ? bpf_map_lookup_elem(&conns, &st->conn) : 0;
+	if (c)
+		settle_tail(c, same_response);
 }
 
 /* Charges or holds back ns of the thread's time in its current mode:
@@ -326,12 +461,13 @@ static __always_inline void account(struct thread_state *st, __u64 ns)
 	st->debt_ns -= paid;
 	ns -= paid;
 	if (st->mode == MODE_USER)
-		charge(st, ns, false);
+		charge(st, ns, -1);
 	else
 		st->held_ns += ns;
 }
 
-/* Takes the on-CPU time since the last cut, by the clock. */
+/* Takes the on-CPU time since the last cut, by the clock, less the
+ * interrupts inside it, which were charged when they ended. */
 static __always_inline void cut(struct thread_state *st, __u64 now)
 {
 	if (!st->run_start_ns)
@@ -339,7 +475,9 @@ static __always_inline void cut(struct thread_state *st, __u64 now)
 	__u64 ns = now > st->run_start_ns ? now - st->run_start_ns : 0;
 	st->run_start_ns = now;
 	st->slice_cut_ns += ns;
-	account(st, ns);
+	__u64 interrupted = st->interrupted_ns < ns ? st->interrupted_ns : ns;
+	st->interrupted_ns = 0;
+	account(st, ns - interrupted);
 }
 
 /* Ends the thread's slice on a CPU. The clock measures wall time on the CPU,
@@ -355,11 +493,13 @@ static __always_inline void end_slice(struct thread_state *st, __u64 now, __u64 
 		cut(st, now);
 	} else if (st->run_start_ns) {
 		__u64 slice = sum_exec_runtime - st->sched_at_in;
-		if (slice >= st->slice_cut_ns) {
-			account(st, slice - st->slice_cut_ns);
-		} else {
-			st->debt_ns += st->slice_cut_ns - slice;
-		}
+		__u64 interrupted = st->interrupted_ns;
+		st->interrupted_ns = 0;
+		__u64 cut_ns = st->slice_cut_ns + interrupted;
+		if (slice >= cut_ns)
+			account(st, slice - cut_ns);
+		else
+			st->debt_ns += cut_ns - slice;
 	}
 	st->run_start_ns = 0;
 	st->sched_at_in = 0;
@@ -368,47 +508,35 @@ static __always_inline void end_slice(struct thread_state *st, __u64 now, __u64 
 
 static __always_inline void emit(struct conn_state *c, __u64 cookie)
 {
-	__u64 user_ns = __sync_lock_test_and_set(&c->user_ns, 0);
-	__u64 kernel_ns = __sync_lock_test_and_set(&c->kernel_ns, 0);
-	struct target_stats *s = stats_of(c->target);
+	struct request_record *r = &c->rec;
+	struct target_stats *s = stats_of(r->target);
 
-	if (c->flags & REQ_START_UNSEEN) {
+	if (r->flags & REQ_START_UNSEEN) {
 		/* Its start, and so part of its CPU, is before the window:
 		 * counted, not reported as a request. */
-		count(s ? &s->start_unseen : 0, 1);
-		count(s ? &s->dropped_ns : 0, user_ns + kernel_ns);
-		return;
-	}
-
-	struct request_record *r = bpf_ringbuf_reserve(&requests, sizeof(*r), 0);
-	if (!r) {
-		count(s ? &s->lost_records : 0, 1);
-		count(s ? &s->dropped_ns : 0, user_ns + kernel_ns);
+		COUNT(s, start_unseen, 1);
+		COUNT(s, dropped_ns, r->cost.user_ns + kernel_ns_of(&r->cost));
 		return;
 	}
 	r->conn = cookie;
-	r->start_ns = c->start_ns;
-	r->end_ns = c->end_ns;
-	r->user_ns = user_ns;
-	r->kernel_ns = kernel_ns;
-	r->bytes_in = c->bytes_in;
-	r->bytes_out = c->bytes_out;
-	r->tgid = c->tgid;
-	r->tid = c->tid;
-	r->target = c->target;
-	r->flags = c->flags;
-	bpf_ringbuf_submit(r, 0);
+	__u32 len = r->payload_len;
+	if (len > PAYLOAD_MAX)
+		len = PAYLOAD_MAX;
+	if (bpf_ringbuf_output(&requests, r, __builtin_offsetof(struct request_record, payload) + len, 0)) {
+		COUNT(s, lost_records, 1);
+		COUNT(s, dropped_ns, r->cost.user_ns + kernel_ns_of(&r->cost));
+	}
 }
 
-static __always_inline bool served_socket(struct sock *sk)
+static __always_inline __u16 served_port(struct sock *sk)
 {
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family != AF_INET && family != AF_INET6)
-		return false;
+		return 0;
 	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
-		return false;
+		return 0;
 	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	return bpf_map_lookup_elem(&listen_ports, &port) != 0;
+	return bpf_map_lookup_elem(&listen_ports, &port) ? port : 0;
 }
 
 static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie, __u32 target, __u32 tid,
@@ -418,23 +546,38 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	if (c)
 		return c;
 
-	struct conn_state fresh = {
-		.tgid = bpf_get_current_pid_tgid() >> 32,
-		.tid = tid,
-		.target = target,
-		.phase = phase,
-		.role = served_socket(sk) ? ROLE_SERVER : ROLE_OTHER,
-		.flags = flags,
-	};
-	if (bpf_map_update_elem(&conns, &cookie, &fresh, BPF_NOEXIST)) {
+	__u32 zero = 0;
+	struct conn_state *fresh = bpf_map_lookup_elem(&conn_template, &zero);
+	if (!fresh)
+		return 0;
+	__u16 port = served_port(sk);
+	fresh->rec.tgid = bpf_get_current_pid_tgid() >> 32;
+	fresh->rec.tid = tid;
+	fresh->rec.target = target;
+	fresh->rec.flags = flags;
+	fresh->rec.local_port = port;
+	fresh->phase = phase;
+	fresh->role = port ? ROLE_SERVER : ROLE_OTHER;
+	if (bpf_map_update_elem(&conns, &cookie, fresh, BPF_NOEXIST)) {
 		c = bpf_map_lookup_elem(&conns, &cookie);
 		if (!c) {
 			struct target_stats *s = stats_of(target);
-			count(s ? &s->lost_conns : 0, 1);
+			COUNT(s, lost_conns, 1);
 		}
 		return c;
 	}
 	return bpf_map_lookup_elem(&conns, &cookie);
+}
+
+/* Waiting is charged when the thread is back on a CPU, to what it serves. */
+static __always_inline void charge_wait(struct thread_state *st, __u64 runqueue_ns)
+{
+	struct cost *to = destination(st);
+	if (to) {
+		__sync_fetch_and_add(&to->runqueue_ns, runqueue_ns);
+		__sync_fetch_and_add(&to->offcpu_ns, st->offcpu_pending_ns);
+	}
+	st->offcpu_pending_ns = 0;
 }
 
 SEC("tp_btf/sched_switch")
@@ -444,28 +587,30 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (!enabled)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 zero = 0;
-	struct cpu_current *cur = bpf_map_lookup_elem(&current_on_cpu, &zero);
-	if (!cur)
-		return 0;
 
 	/* prev: close its on-CPU interval. */
 	__u32 prev_tid = prev->pid;
-	__u32 prev_plus1 = 0;
 	if (prev_tid) {
 		__u32 tgid = prev->tgid;
 		__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
-		prev_plus1 = target ? *target + 1 : 0;
-	}
-	if (prev_plus1) {
 		/* Seen for the first time here: it has run since before enable. */
-		struct thread_state *st = thread_of(prev_tid, prev_plus1 - 1, enable_ns);
+		struct thread_state *st = target ? thread_of(prev_tid, *target, enable_ns) : 0;
 		if (st) {
 			end_slice(st, now, prev->se.sum_exec_runtime);
+			struct cost *to = destination(st);
+			if (preempt || prev_state == TASK_RUNNING) {
+				st->runnable_since_ns = now;
+				if (to)
+					__sync_fetch_and_add(&to->involuntary_switches, 1);
+			} else {
+				st->blocked_since_ns = now;
+				if (to)
+					__sync_fetch_and_add(&to->voluntary_switches, 1);
+			}
 			if (prev_state & TASK_DEAD) {
 				/* Its final switch: what it held back has no boundary
 				 * left to tell; it was in the exit syscall. */
-				charge(st, st->held_ns, true);
+				charge(st, st->held_ns, st->syscall_nr);
 				end_tail(st, false);
 				bpf_map_delete_elem(&threads, &prev_tid);
 			}
@@ -480,62 +625,110 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
 		next_plus1 = target ? *target + 1 : 0;
 	}
-	cur->tid = next_tid;
-	cur->target_plus1 = next_plus1;
-	cur->valid = 1;
-	if (next_plus1) {
-		struct thread_state *st = thread_of(next_tid, next_plus1 - 1, now);
-		if (st) {
-			st->run_start_ns = now;
-			st->sched_at_in = next->se.sum_exec_runtime;
-			st->slice_cut_ns = 0;
-		}
-		struct target_stats *s = stats_of(next_plus1 - 1);
-		count(s ? &s->switch_ins : 0, 1);
+	struct cpu_state *cpu = this_cpu();
+	if (cpu) {
+		cpu->tid = next_tid;
+		cpu->target_plus1 = next_plus1;
+		cpu->valid = 1;
 	}
+	if (!next_plus1)
+		return 0;
+	struct thread_state *st = thread_of(next_tid, next_plus1 - 1, now);
+	if (!st)
+		return 0;
+	st->run_start_ns = now;
+	st->sched_at_in = next->se.sum_exec_runtime;
+	st->slice_cut_ns = 0;
+	st->interrupted_ns = 0;
+	if (st->runnable_since_ns) {
+		charge_wait(st, now - st->runnable_since_ns);
+		st->runnable_since_ns = 0;
+	}
+	struct target_stats *s = stats_of(next_plus1 - 1);
+	COUNT(s, switch_ins, 1);
 	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_sched_wakeup, struct task_struct *p)
+{
+	if (!enabled)
+		return 0;
+	__u32 tgid = p->tgid;
+	if (!bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	__u32 tid = p->pid;
+	struct thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (st->blocked_since_ns) {
+		st->offcpu_pending_ns += now - st->blocked_since_ns;
+		st->blocked_since_ns = 0;
+	}
+	st->runnable_since_ns = now;
+	return 0;
+}
+
+/* The user buffer a read-like syscall fills: where a request's first bytes
+ * land. For recvmsg and readv, the first iovec's. */
+static __always_inline __u64 read_buffer(struct pt_regs *regs, long nr)
+{
+	__u64 arg2 = BPF_CORE_READ(regs, si);
+	__u64 iov = 0;
+	switch (nr) {
+	case NR_READ:
+	case NR_RECVFROM:
+		return arg2;
+	case NR_READV:
+		iov = arg2;
+		break;
+	case NR_RECVMSG:
+		/* struct user_msghdr: msg_iov at offset 16 on 64-bit */
+		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(arg2 + 16)))
+			return 0;
+		break;
+	default:
+		return 0;
+	}
+	__u64 base = 0;
+	if (!iov || bpf_probe_read_user(&base, sizeof(base), (void *)iov))
+		return 0;
+	return base;
 }
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
-	if (!enabled)
-		return 0;
 	__u32 tid;
-	__u32 plus1 = current_target_plus1(&tid);
-	if (!plus1)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	struct thread_state *st = thread_of(tid, plus1 - 1, enable_ns);
+	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
+	__u64 now = bpf_ktime_get_ns();
 	cut(st, now);
 	if (st->mode != MODE_SYSCALL) {
 		/* Whatever was held back was user time: we are entering now. */
-		charge(st, st->held_ns, false);
+		charge(st, st->held_ns, -1);
 	}
 	st->held_ns = 0;
 	st->mode = MODE_SYSCALL;
 	st->syscall_start_ns = now;
+	st->syscall_nr = id;
+	st->read_buf = capture_bytes ? read_buffer(regs, id) : 0;
 	return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	if (!enabled)
-		return 0;
 	__u32 tid;
-	__u32 plus1 = current_target_plus1(&tid);
-	if (!plus1)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	struct thread_state *st = thread_of(tid, plus1 - 1, enable_ns);
+	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
-	cut(st, now);
-	/* The syscall's whole CPU goes to the request it served, known now. */
-	charge(st, st->held_ns, true);
+	cut(st, bpf_ktime_get_ns());
+	/* The syscall's whole CPU goes to the request it served, known now.
+	 * Entered before the window: its number is unknown. */
+	charge(st, st->held_ns, st->mode == MODE_SYSCALL ? st->syscall_nr : 0xfffff);
 	st->held_ns = 0;
 	st->mode = MODE_USER;
 	if (st->wrote) {
@@ -548,17 +741,14 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 {
-	if (!enabled || ret <= 0)
+	if (ret <= 0)
 		return 0;
 	__u32 tid;
-	__u32 plus1 = current_target_plus1(&tid);
-	if (!plus1)
-		return 0;
-	struct thread_state *st = thread_of(tid, plus1 - 1, enable_ns);
+	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
 	__u64 cookie = bpf_get_socket_cookie(sk);
-	struct conn_state *c = conn_of(sk, cookie, plus1 - 1, tid, PHASE_IDLE, 0);
+	struct conn_state *c = conn_of(sk, cookie, st->target, tid, PHASE_IDLE, 0);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
 	end_tail(st, false);
@@ -567,17 +757,24 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 		/* Data after a response (or after accept): a new request. */
 		if (c->phase == PHASE_RESPONDING)
 			emit(c, cookie);
-		c->user_ns = 0;
-		c->kernel_ns = 0;
-		c->bytes_in = 0;
-		c->bytes_out = 0;
-		c->flags = 0;
-		c->tid = tid;
-		c->start_ns = st->mode == MODE_SYSCALL ? st->syscall_start_ns : bpf_ktime_get_ns();
-		c->end_ns = 0;
+		struct request_record *r = &c->rec;
+		__builtin_memset(&r->cost, 0, sizeof(r->cost));
+		r->bytes_in = 0;
+		r->bytes_out = 0;
+		r->flags = 0;
+		r->tid = tid;
+		r->start_ns = bpf_ktime_get_ns();
+		r->first_write_ns = 0;
+		r->end_ns = 0;
+		r->payload_len = 0;
+		__u32 len = ret < capture_bytes ? ret : capture_bytes;
+		if (len > PAYLOAD_MAX)
+			len = PAYLOAD_MAX;
+		if (st->read_buf && len && bpf_probe_read_user(r->payload, len, (void *)st->read_buf) == 0)
+			r->payload_len = len;
 		c->phase = PHASE_READING;
 	}
-	__sync_fetch_and_add(&c->bytes_in, ret);
+	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	st->conn = cookie;
 	return 0;
 }
@@ -585,25 +782,25 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 {
-	if (!enabled || ret <= 0)
+	if (ret <= 0)
 		return 0;
 	__u32 tid;
-	__u32 plus1 = current_target_plus1(&tid);
-	if (!plus1)
-		return 0;
-	struct thread_state *st = thread_of(tid, plus1 - 1, enable_ns);
+	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
 	__u64 cookie = bpf_get_socket_cookie(sk);
 	/* A write on a connection never read from in the window answers a
 	 * request that started before it. */
-	struct conn_state *c = conn_of(sk, cookie, plus1 - 1, tid, PHASE_RESPONDING, REQ_START_UNSEEN);
+	struct conn_state *c = conn_of(sk, cookie, st->target, tid, PHASE_RESPONDING, REQ_START_UNSEEN);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
 	end_tail(st, st->conn == cookie);
+	__u64 now = bpf_ktime_get_ns();
 	c->phase = PHASE_RESPONDING;
-	c->end_ns = bpf_ktime_get_ns();
-	__sync_fetch_and_add(&c->bytes_out, ret);
+	if (!c->rec.first_write_ns)
+		c->rec.first_write_ns = now;
+	c->rec.end_ns = now;
+	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	st->conn = cookie;
 	st->wrote = 1;
 	return 0;
@@ -624,16 +821,134 @@ int BPF_PROG(on_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
 	if (!c)
 		return 0;
-	if (c->phase == PHASE_RESPONDING) {
-		emit(c, cookie);
-	} else if (c->role == ROLE_SERVER) {
-		struct target_stats *s = stats_of(c->target);
-		__u64 ns = c->user_ns + c->kernel_ns;
-		if (ns || c->phase == PHASE_READING) {
-			count(s ? &s->dropped_ns : 0, ns);
-			count(s ? &s->dropped_requests : 0, c->phase == PHASE_READING);
+	if (c->role == ROLE_SERVER) {
+		settle_tail(c, false);
+		if (c->phase == PHASE_RESPONDING) {
+			emit(c, cookie);
+		} else {
+			struct target_stats *s = stats_of(c->rec.target);
+			__u64 ns = c->rec.cost.user_ns + kernel_ns_of(&c->rec.cost);
+			COUNT(s, dropped_ns, ns);
+			COUNT(s, dropped_requests, c->phase == PHASE_READING);
 		}
 	}
 	bpf_map_delete_elem(&conns, &cookie);
+	return 0;
+}
+
+/* Interrupt time that ran over a target thread: charged to what the thread
+ * serves, and remembered so the piece it interrupted is cut short by it. */
+static __always_inline void charge_interrupt(struct cpu_state *cpu, __u64 ns, int softirq_vec)
+{
+	__u32 tid;
+	struct thread_state *st = current_thread(cpu, &tid);
+	if (!st || !ns)
+		return;
+	st->interrupted_ns += ns;
+	struct target_stats *s = stats_of(st->target);
+	if (s)
+		s->charged_ns += ns;
+	struct cost *to = destination(st);
+	if (to) {
+		if (softirq_vec >= 0 && softirq_vec < NR_SOFTIRQS)
+			__sync_fetch_and_add(&to->softirq_ns[softirq_vec], ns);
+		else
+			__sync_fetch_and_add(&to->irq_ns, ns);
+	} else if (s) {
+		s->unattributed_kernel_ns += ns;
+	}
+}
+
+static __always_inline bool over_target(struct cpu_state *cpu)
+{
+	__u32 tid;
+	return enabled && cpu && current_target_plus1(cpu, &tid);
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(on_softirq_entry, unsigned int vec)
+{
+	struct cpu_state *cpu = this_cpu();
+	if (!over_target(cpu))
+		return 0;
+	cpu->softirq_start_ns = bpf_ktime_get_ns();
+	cpu->softirq_vec = vec;
+	cpu->irq_in_softirq_ns = 0;
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(on_softirq_exit, unsigned int vec)
+{
+	struct cpu_state *cpu = this_cpu();
+	if (!cpu || !cpu->softirq_start_ns)
+		return 0;
+	__u64 ns = bpf_ktime_get_ns() - cpu->softirq_start_ns;
+	cpu->softirq_start_ns = 0;
+	/* Hard irqs inside it were charged as irq time already. */
+	ns = ns > cpu->irq_in_softirq_ns ? ns - cpu->irq_in_softirq_ns : 0;
+	charge_interrupt(cpu, ns, cpu->softirq_vec);
+	return 0;
+}
+
+static __always_inline void irq_enter(void)
+{
+	struct cpu_state *cpu = this_cpu();
+	if (over_target(cpu))
+		cpu->irq_start_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline void irq_exit(void)
+{
+	struct cpu_state *cpu = this_cpu();
+	if (!cpu || !cpu->irq_start_ns)
+		return;
+	__u64 ns = bpf_ktime_get_ns() - cpu->irq_start_ns;
+	cpu->irq_start_ns = 0;
+	if (cpu->softirq_start_ns)
+		cpu->irq_in_softirq_ns += ns;
+	charge_interrupt(cpu, ns, -1);
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(on_irq_handler_entry, int irq, void *action)
+{
+	irq_enter();
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(on_irq_handler_exit, int irq, void *action, int ret)
+{
+	irq_exit();
+	return 0;
+}
+
+/* The local APIC timer (x86) is no irq_handler: it has its own tracepoints,
+ * attached where the kernel has them. */
+SEC("tp_btf/local_timer_entry")
+int BPF_PROG(on_local_timer_entry, int vector)
+{
+	irq_enter();
+	return 0;
+}
+
+SEC("tp_btf/local_timer_exit")
+int BPF_PROG(on_local_timer_exit, int vector)
+{
+	irq_exit();
+	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	__u32 tid;
+	struct thread_state *st = current_thread(this_cpu(), &tid);
+	if (!st)
+		return 0;
+	struct cost *to = destination(st);
+	if (to)
+		__sync_fetch_and_add(&to->page_faults, 1);
 	return 0;
 }

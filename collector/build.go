@@ -15,7 +15,7 @@ const (
 )
 
 // buildRun turns the BPF maps and the decoded records into report types.
-func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed uint64) (report.Run, error) {
+func buildRun(objs *reqprofObjects, procs []*process, names routeNames, startNs, endNs, malformed uint64) (report.Run, error) {
 	targets := make([]report.Target, len(procs))
 	for i, p := range procs {
 		var perCPU []reqprofTargetStats
@@ -29,6 +29,7 @@ func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed 
 			Label:              p.Label,
 			Threads:            int(s.ThreadsSeen),
 			Requests:           p.requests,
+			KernelBreakdown:    p.breakdown,
 			UnfinishedNs:       s.DroppedNs,
 			UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
 			UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs,
@@ -54,28 +55,28 @@ func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed 
 	var c reqprofConnState
 	iter := objs.Conns.Iterate()
 	for iter.Next(&cookie, &c) {
-		if c.Role != roleServer || int(c.Target) >= len(targets) {
+		r := &c.Rec
+		if c.Role != roleServer || int(r.Target) >= len(targets) {
 			continue
 		}
 		openConns[cookie] = true
-		t := &targets[c.Target]
+		t := &targets[r.Target]
+		// A tail no later write claimed was time between requests.
+		tail := cpuNs(&c.Tail)
+		t.UnattributedNs += tail
+		t.BetweenRequestsNs += tail
 		switch {
-		case c.Phase == phaseResponding && c.Flags&recordStartUnseen == 0:
-			t.Requests = append(t.Requests, report.Request{
-				TID:      c.Tid,
-				Conn:     cookie,
-				Start:    time.Duration(c.StartNs),
-				End:      time.Duration(c.EndNs),
-				UserNs:   c.UserNs,
-				KernelNs: c.KernelNs,
-				BytesIn:  c.BytesIn,
-				BytesOut: c.BytesOut,
-			})
+		case c.Phase == phaseResponding && r.Flags&recordStartUnseen == 0:
+			req := requestOf(r)
+			req.Conn = cookie
+			req.Route = names.name(r.Payload[:min(int(r.PayloadLen), len(r.Payload))], r.LocalPort)
+			t.Requests = append(t.Requests, req)
+			addBreakdown(t.KernelBreakdown, &r.Cost)
 		case c.Phase != phaseIdle:
 			t.UnfinishedRequests++
-			t.UnfinishedNs += c.UserNs + c.KernelNs
+			t.UnfinishedNs += cpuNs(&r.Cost)
 		default:
-			t.UnfinishedNs += c.UserNs + c.KernelNs
+			t.UnfinishedNs += cpuNs(&r.Cost)
 		}
 	}
 	if err := iter.Err(); err != nil {
@@ -92,10 +93,6 @@ func buildRun(objs *reqprofObjects, procs []*process, startNs, endNs, malformed 
 			continue
 		}
 		t := &targets[st.Target]
-		// A tail no later write claimed was time between requests.
-		tail := st.TailUserNs + st.TailKernelNs
-		t.UnattributedNs += tail
-		t.BetweenRequestsNs += tail
 
 		pending := st.HeldNs
 		if st.RunStartNs != 0 && st.RunStartNs < endNs {

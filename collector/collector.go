@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/reqprof/reqprof/collector/route"
 	"github.com/reqprof/reqprof/report"
 )
 
@@ -38,7 +39,14 @@ type Config struct {
 	// OnAttached, if set, is called once every program is attached and
 	// counting, with a one-line description, so load can start after it.
 	OnAttached func(line string)
+	// CaptureBytes is how many bytes of each request's first read are
+	// captured to name it (route, RPC method); 0 captures nothing. The
+	// bytes never leave the collector: only the derived name does.
+	CaptureBytes int
 }
+
+// MaxCaptureBytes is PAYLOAD_MAX in bpf/reqprof.bpf.c.
+const MaxCaptureBytes = 512
 
 // pollInterval is how often the collector checks that targets are alive and
 // picks up ports they started listening on.
@@ -53,6 +61,7 @@ type process struct {
 	schedNs0  uint64 // kernel CPU clock at the window's start
 	schedNsAt uint64 // its latest reading
 	requests  []report.Request
+	breakdown map[string]report.KernelCost
 }
 
 // Run profiles the targets for one window and returns what it measured.
@@ -71,9 +80,9 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, err
 	}
 
-	var objs reqprofObjects
-	if err := loadReqprofObjects(&objs, nil); err != nil {
-		return report.Run{}, describeLoadError(err)
+	objs, err := load(cfg.CaptureBytes)
+	if err != nil {
+		return report.Run{}, err
 	}
 	defer objs.Close()
 
@@ -92,7 +101,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	}
 	defer reader.Close()
 
-	links, err := attachAll(&objs)
+	links, err := attachAll(objs)
 	defer func() {
 		for _, l := range links {
 			l.Close()
@@ -149,7 +158,28 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	for i, p := range procs {
 		p.requests = res.requests[i]
 	}
-	return buildRun(&objs, procs, startNs, endNs, res.malformed)
+	for i, p := range procs {
+		p.breakdown = res.breakdown[i]
+	}
+	return buildRun(objs, procs, res.names, startNs, endNs, res.malformed)
+}
+
+func load(captureBytes int) (*reqprofObjects, error) {
+	if captureBytes < 0 || captureBytes > MaxCaptureBytes {
+		return nil, fmt.Errorf("capture bytes %d out of range 0..%d", captureBytes, MaxCaptureBytes)
+	}
+	spec, err := loadReqprof()
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Variables["capture_bytes"].Set(uint32(captureBytes)); err != nil {
+		return nil, fmt.Errorf("setting capture bytes: %w", err)
+	}
+	var objs reqprofObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return nil, describeLoadError(err)
+	}
+	return &objs, nil
 }
 
 func openTargets(targets []Target) ([]*process, error) {
@@ -183,24 +213,36 @@ func openTargets(targets []Target) ([]*process, error) {
 }
 
 // attachAll attaches every program; on error it returns the links made so
-// far so the caller can close them.
+// far so the caller can close them. Optional tracepoints (x86's local timer,
+// user page faults) are skipped where the kernel lacks them.
 func attachAll(objs *reqprofObjects) ([]link.Link, error) {
 	progs := []struct {
-		name string
-		prog *ebpf.Program
+		tracepoint tracepoint
+		prog       *ebpf.Program
 	}{
-		{"sched_switch", objs.OnSchedSwitch},
-		{"sys_enter", objs.OnSysEnter},
-		{"sys_exit", objs.OnSysExit},
-		{"sock_recv_length", objs.OnSockRecvLength},
-		{"sock_send_length", objs.OnSockSendLength},
-		{"inet_sock_set_state", objs.OnInetSockSetState},
+		{tpSchedSwitch, objs.OnSchedSwitch},
+		{tpSchedWakeup, objs.OnSchedWakeup},
+		{tpSysEnter, objs.OnSysEnter},
+		{tpSysExit, objs.OnSysExit},
+		{tpSockRecvLength, objs.OnSockRecvLength},
+		{tpSockSendLength, objs.OnSockSendLength},
+		{tpInetSockSetState, objs.OnInetSockSetState},
+		{tpSoftirqEntry, objs.OnSoftirqEntry},
+		{tpSoftirqExit, objs.OnSoftirqExit},
+		{tpIrqHandlerEntry, objs.OnIrqHandlerEntry},
+		{tpIrqHandlerExit, objs.OnIrqHandlerExit},
+		{tpLocalTimerEntry, objs.OnLocalTimerEntry},
+		{tpLocalTimerExit, objs.OnLocalTimerExit},
+		{tpPageFaultUser, objs.OnPageFaultUser},
 	}
 	var links []link.Link
 	for _, p := range progs {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
 		if err != nil {
-			return links, fmt.Errorf("attaching to tracepoint %s: %w", p.name, err)
+			if p.tracepoint.optional {
+				continue
+			}
+			return links, fmt.Errorf("attaching to tracepoint %s: %w", p.tracepoint.name, err)
 		}
 		links = append(links, l)
 	}
@@ -300,14 +342,24 @@ func refreshListenPorts(ports *ebpf.Map, procs []*process) error {
 
 type consumeResult struct {
 	requests  [][]report.Request // per target index
+	breakdown []map[string]report.KernelCost
+	names     routeNames
 	malformed uint64
 	err       error
 }
 
 // consume reads finished requests until the reader is flushed. It reuses one
-// record buffer: decoding allocates nothing but the growth of the slices.
+// record buffer and interns route names: past the growth of the slices,
+// decoding allocates only for a route name not seen before.
 func consume(reader *ringbuf.Reader, targets int) consumeResult {
-	res := consumeResult{requests: make([][]report.Request, targets)}
+	res := consumeResult{
+		requests:  make([][]report.Request, targets),
+		breakdown: make([]map[string]report.KernelCost, targets),
+	}
+	for i := range res.breakdown {
+		res.breakdown[i] = map[string]report.KernelCost{}
+	}
+	res.names = routeNames{}
 	var rec ringbuf.Record
 	for {
 		err := reader.ReadInto(&rec)
@@ -323,6 +375,20 @@ func consume(reader *ringbuf.Reader, targets int) consumeResult {
 			res.malformed++
 			continue
 		}
+		d.request.Route = res.names.name(d.payload, d.localPort)
 		res.requests[d.target] = append(res.requests[d.target], d.request)
+		addBreakdown(res.breakdown[d.target], d.kernel)
 	}
+}
+
+// routeNames names requests and keeps one copy of each name.
+type routeNames map[string]string
+
+func (n routeNames) name(payload []byte, port uint16) string {
+	name := route.Name(payload, port)
+	if interned, ok := n[name]; ok {
+		return interned
+	}
+	n[name] = name
+	return name
 }

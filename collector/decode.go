@@ -1,57 +1,158 @@
 package collector
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/reqprof/reqprof/report"
 )
 
-// recordSize is the size of struct request_record; a test keeps it equal to
-// the generated reqprofRequestRecord so the two cannot drift apart.
-const recordSize = 72
+// recordHeaderSize is struct request_record up to its payload: every record
+// has it, followed by payload_len captured bytes.
+const recordHeaderSize = int(unsafe.Offsetof(reqprofRequestRecord{}.Payload))
 
 // recordStartUnseen mirrors REQ_START_UNSEEN in bpf/reqprof.bpf.c.
 const recordStartUnseen = 1
 
+// softirqNames are the kernel's softirq vectors, in order (NR_SOFTIRQS).
+var softirqNames = [...]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
+
 // decodedRecord is a request record at the BPF boundary, already in domain
 // types; target is the index the collector gave the process.
 type decodedRecord struct {
-	target  uint32
-	tgid    uint32
-	flags   uint32
-	request report.Request
+	target    uint32
+	tgid      uint32
+	flags     uint32
+	localPort uint16
+	payload   []byte // aliases the sample: valid until the next read
+	request   report.Request
+	kernel    *reqprofCost // aliases the sample, for the per-cause breakdown
 }
 
-// decodeRecord parses one ring-buffer sample. The layout is fixed by
-// struct request_record; anything shorter is rejected rather than read past.
+// decodeRecord parses one ring-buffer sample. The sample is viewed in place
+// as the generated struct, so decoding allocates nothing; anything shorter
+// than the header, or claiming more payload than it carries, is rejected
+// rather than read past.
 func decodeRecord(b []byte) (decodedRecord, error) {
-	if len(b) < recordSize {
-		return decodedRecord{}, fmt.Errorf("request record of %d bytes, want %d", len(b), recordSize)
+	if len(b) < recordHeaderSize {
+		return decodedRecord{}, fmt.Errorf("request record of %d bytes, want at least %d", len(b), recordHeaderSize)
 	}
-	le := binary.LittleEndian
-	start, end := le.Uint64(b[8:]), le.Uint64(b[16:])
-	if start > math.MaxInt64 || end > math.MaxInt64 {
-		return decodedRecord{}, fmt.Errorf("request record times %d..%d are no monotonic clock readings", start, end)
+	if uintptr(unsafe.Pointer(&b[0]))%unsafe.Alignof(reqprofRequestRecord{}) != 0 {
+		// Ring-buffer samples are 8-byte aligned; a copy keeps any other
+		// caller (tests, fuzzing) safe.
+		b = append(make([]byte, 0, len(b)+8), b...)
 	}
-	if end < start {
-		return decodedRecord{}, fmt.Errorf("request record ends (%d) before it starts (%d)", end, start)
+	// The view covers only the header: the payload is taken from b.
+	r := (*reqprofRequestRecord)(unsafe.Pointer(&b[0]))
+	if r.StartNs > math.MaxInt64 || r.EndNs > math.MaxInt64 || r.FirstWriteNs > math.MaxInt64 {
+		return decodedRecord{}, fmt.Errorf("request record times %d..%d are no monotonic clock readings", r.StartNs, r.EndNs)
+	}
+	if r.EndNs < r.StartNs {
+		return decodedRecord{}, fmt.Errorf("request record ends (%d) before it starts (%d)", r.EndNs, r.StartNs)
+	}
+	end := recordHeaderSize + int(r.PayloadLen)
+	if end > len(b) || int(r.PayloadLen) > len(r.Payload) {
+		return decodedRecord{}, fmt.Errorf("request record claims %d payload bytes, carries %d", r.PayloadLen, len(b)-recordHeaderSize)
 	}
 	return decodedRecord{
-		tgid:   le.Uint32(b[56:]),
-		target: le.Uint32(b[64:]),
-		flags:  le.Uint32(b[68:]),
-		request: report.Request{
-			Conn:     le.Uint64(b[0:]),
-			Start:    time.Duration(start),
-			End:      time.Duration(end),
-			UserNs:   le.Uint64(b[24:]),
-			KernelNs: le.Uint64(b[32:]),
-			BytesIn:  le.Uint64(b[40:]),
-			BytesOut: le.Uint64(b[48:]),
-			TID:      le.Uint32(b[60:]),
-		},
+		tgid:      r.Tgid,
+		target:    r.Target,
+		flags:     r.Flags,
+		localPort: r.LocalPort,
+		payload:   b[recordHeaderSize:end],
+		kernel:    &r.Cost,
+		request:   requestOf(r),
 	}, nil
+}
+
+// requestOf is the domain view of a request record, its name aside.
+func requestOf(r *reqprofRequestRecord) report.Request {
+	c := &r.Cost
+	var softirq uint64
+	for _, ns := range c.SoftirqNs {
+		softirq += ns
+	}
+	return report.Request{
+		TID:                 r.Tid,
+		Conn:                r.Conn,
+		Start:               time.Duration(r.StartNs),
+		FirstWrite:          time.Duration(r.FirstWriteNs),
+		End:                 time.Duration(r.EndNs),
+		UserNs:              c.UserNs,
+		KernelNs:            c.SyscallNs + softirq + c.IrqNs,
+		SyscallNs:           c.SyscallNs,
+		SoftirqNs:           softirq,
+		IrqNs:               c.IrqNs,
+		RunqueueNs:          c.RunqueueNs,
+		OffCPUNs:            c.OffcpuNs,
+		PageFaults:          c.PageFaults,
+		VoluntarySwitches:   c.VoluntarySwitches,
+		InvoluntarySwitches: c.InvoluntarySwitches,
+		BytesIn:             r.BytesIn,
+		BytesOut:            r.BytesOut,
+	}
+}
+
+// cpuNs is a cost's on-CPU time.
+func cpuNs(c *reqprofCost) uint64 {
+	ns := c.UserNs + c.SyscallNs + c.IrqNs
+	for _, s := range c.SoftirqNs {
+		ns += s
+	}
+	return ns
+}
+
+// unknownSyscall is the number the BPF side gives a syscall entered before
+// the window opened.
+const unknownSyscall = 0xfffff
+
+// Cause names are built once: decoding a record must not allocate.
+var (
+	syscallCauses = func() map[uint32]string {
+		causes := map[uint32]string{unknownSyscall: "syscall:(entered before attach)"}
+		for nr, name := range syscallNames {
+			causes[nr] = "syscall:" + name
+		}
+		return causes
+	}()
+	softirqCauses = func() (causes [len(softirqNames)]string) {
+		for vec, name := range softirqNames {
+			causes[vec] = "softirq:" + name
+		}
+		return causes
+	}()
+)
+
+func syscallCause(nr uint32) string {
+	if cause, ok := syscallCauses[nr]; ok {
+		return cause
+	}
+	return fmt.Sprintf("syscall:nr%d", nr)
+}
+
+// addBreakdown adds one request's kernel time by cause to a target's totals.
+func addBreakdown(into map[string]report.KernelCost, c *reqprofCost) {
+	for _, slot := range c.Syscalls {
+		if slot.Nr == 0 {
+			continue
+		}
+		add(into, syscallCause(slot.Nr-1), slot.Ns, uint64(slot.Calls))
+	}
+	add(into, "syscall:other", c.OtherSyscallNs, uint64(c.OtherSyscallCalls))
+	for vec, ns := range c.SoftirqNs {
+		add(into, softirqCauses[vec], ns, 0)
+	}
+	add(into, "irq", c.IrqNs, 0)
+}
+
+func add(into map[string]report.KernelCost, cause string, ns, calls uint64) {
+	if ns == 0 && calls == 0 {
+		return
+	}
+	k := into[cause]
+	k.Ns += ns
+	k.Calls += calls
+	into[cause] = k
 }

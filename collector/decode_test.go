@@ -6,66 +6,103 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
+
+	"github.com/reqprof/reqprof/report"
 )
 
-// The hand-written decoder reads the layout bpf2go generated from the C
-// struct; this keeps them from drifting apart.
-func TestRecordSizeMatchesGeneratedStruct(t *testing.T) {
-	if got := int(unsafe.Sizeof(reqprofRequestRecord{})); got != recordSize {
-		t.Fatalf("struct request_record is %d bytes, decoder expects %d", got, recordSize)
+func recordBytes(t testing.TB, r reqprofRequestRecord) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.LittleEndian, r); err != nil {
+		t.Fatal(err)
 	}
+	// The ring buffer sends the header and payload_len bytes, no more.
+	return buf.Bytes()[:recordHeaderSize+int(r.PayloadLen)]
 }
 
 func TestDecodeRecord(t *testing.T) {
-	want := reqprofRequestRecord{
-		Conn: 0xc0ffee, StartNs: 1_000, EndNs: 51_000, UserNs: 30_000, KernelNs: 7_000,
-		BytesIn: 78, BytesOut: 1_500, Tgid: 4242, Tid: 4243, Target: 1, Flags: 0,
+	in := reqprofRequestRecord{
+		Conn: 0xc0ffee, StartNs: 1_000, FirstWriteNs: 41_000, EndNs: 51_000,
+		BytesIn: 78, BytesOut: 1_500, Tgid: 4242, Tid: 4243, Target: 1, LocalPort: 8080, PayloadLen: 5,
 	}
-	var buf bytes.Buffer
-	if err := binary.Write(&buf, binary.LittleEndian, want); err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeRecord(buf.Bytes())
+	in.Cost.UserNs = 30_000
+	in.Cost.SyscallNs = 7_000
+	in.Cost.SoftirqNs[3] = 2_000 // NET_RX
+	in.Cost.IrqNs = 500
+	in.Cost.RunqueueNs = 9_000
+	in.Cost.Syscalls[0] = reqprofSyscallSlot{Nr: 1 + 1, Calls: 2, Ns: 7_000} // write
+	copy(in.Payload[:], "GET /")
+
+	got, err := decodeRecord(recordBytes(t, in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := got.request
-	if got.target != 1 || got.tgid != 4242 || r.TID != 4243 || r.Conn != 0xc0ffee ||
-		r.Start != 1*time.Microsecond || r.End != 51*time.Microsecond ||
-		r.UserNs != 30_000 || r.KernelNs != 7_000 || r.BytesIn != 78 || r.BytesOut != 1_500 {
-		t.Errorf("decoded %+v from %+v", got, want)
+	if got.target != 1 || got.tgid != 4242 || got.localPort != 8080 || string(got.payload) != "GET /" ||
+		r.TID != 4243 || r.Conn != 0xc0ffee || r.Start != time.Microsecond || r.FirstWrite != 41*time.Microsecond ||
+		r.End != 51*time.Microsecond || r.UserNs != 30_000 || r.SyscallNs != 7_000 || r.SoftirqNs != 2_000 ||
+		r.IrqNs != 500 || r.KernelNs != 9_500 || r.RunqueueNs != 9_000 || r.BytesIn != 78 || r.BytesOut != 1_500 {
+		t.Errorf("decoded %+v from %+v", got, in)
+	}
+	if r.CPUNs() != 39_500 || r.LatencyNs() != 50_000 || r.FirstByteNs() != 40_000 {
+		t.Errorf("cpu %d latency %d first byte %d", r.CPUNs(), r.LatencyNs(), r.FirstByteNs())
+	}
+}
+
+func TestBreakdownNamesCauses(t *testing.T) {
+	var c reqprofCost
+	c.Syscalls[0] = reqprofSyscallSlot{Nr: 1 + 1, Calls: 2, Ns: 7_000}   // write
+	c.Syscalls[1] = reqprofSyscallSlot{Nr: 232 + 1, Calls: 1, Ns: 3_000} // epoll_wait
+	c.SoftirqNs[3] = 2_000
+	c.IrqNs = 500
+	into := map[string]report.KernelCost{}
+	addBreakdown(into, &c)
+	addBreakdown(into, &c)
+	want := map[string]report.KernelCost{
+		"syscall:write":      {Ns: 14_000, Calls: 4},
+		"syscall:epoll_wait": {Ns: 6_000, Calls: 2},
+		"softirq:NET_RX":     {Ns: 4_000},
+		"irq":                {Ns: 1_000},
+	}
+	if len(into) != len(want) {
+		t.Fatalf("breakdown %v, want %v", into, want)
+	}
+	for cause, k := range want {
+		if into[cause] != k {
+			t.Errorf("%s: %+v, want %+v", cause, into[cause], k)
+		}
 	}
 }
 
 func TestDecodeRecordRejects(t *testing.T) {
-	short := make([]byte, recordSize-1)
-	if _, err := decodeRecord(short); err == nil || !strings.Contains(err.Error(), "bytes") {
+	if _, err := decodeRecord(make([]byte, recordHeaderSize-1)); err == nil || !strings.Contains(err.Error(), "bytes") {
 		t.Errorf("short record: error %v", err)
 	}
-	backwards := make([]byte, recordSize)
-	binary.LittleEndian.PutUint64(backwards[8:], 10) // start
-	binary.LittleEndian.PutUint64(backwards[16:], 5) // end
-	if _, err := decodeRecord(backwards); err == nil {
+	backwards := reqprofRequestRecord{StartNs: 10, EndNs: 5}
+	if _, err := decodeRecord(recordBytes(t, backwards)); err == nil {
 		t.Error("a record that ends before it starts was accepted")
+	}
+	overclaim := recordBytes(t, reqprofRequestRecord{PayloadLen: 4})
+	if _, err := decodeRecord(overclaim[:len(overclaim)-1]); err == nil {
+		t.Error("a record claiming more payload than it carries was accepted")
 	}
 }
 
 // Ring-buffer samples come from the kernel, but the decoder must hold up to
 // any bytes: it never panics, and what it accepts it read from the bytes.
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(make([]byte, recordSize))
+	f.Add(recordBytes(f, reqprofRequestRecord{PayloadLen: 3}))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := decodeRecord(b)
 		if err != nil {
 			return
 		}
-		if len(b) < recordSize || d.request.End < d.request.Start {
+		if len(b) < recordHeaderSize || d.request.End < d.request.Start || recordHeaderSize+len(d.payload) > len(b) {
 			t.Fatalf("accepted %d bytes as %+v", len(b), d)
 		}
-		if d.request.UserNs != binary.LittleEndian.Uint64(b[24:]) {
-			t.Fatalf("user ns %d not read from offset 24", d.request.UserNs)
+		if d.request.UserNs != binary.LittleEndian.Uint64(b[48:]) {
+			t.Fatalf("user ns %d not read from offset 48", d.request.UserNs)
 		}
 	})
 }

@@ -10,15 +10,34 @@ import (
 	"github.com/cilium/ebpf/btf"
 )
 
-// tracepoints are the tp_btf attach points reqprof needs, each with the
-// kernel version that added it, for the error message.
-var tracepoints = []struct{ name, since string }{
-	{"sched_switch", "2.6"},
-	{"sys_enter", "3.7"},
-	{"sys_exit", "3.7"},
-	{"sock_recv_length", "6.3"},
-	{"sock_send_length", "6.3"},
-	{"inet_sock_set_state", "4.16"},
+// tracepoint is a tp_btf attach point, with the kernel version that added
+// it, for the error message.
+type tracepoint struct {
+	name, since string
+	optional    bool // reqprof works without it, with less detail
+}
+
+var (
+	tpSchedSwitch      = tracepoint{name: "sched_switch", since: "2.6"}
+	tpSchedWakeup      = tracepoint{name: "sched_wakeup", since: "2.6"}
+	tpSysEnter         = tracepoint{name: "sys_enter", since: "3.7"}
+	tpSysExit          = tracepoint{name: "sys_exit", since: "3.7"}
+	tpSockRecvLength   = tracepoint{name: "sock_recv_length", since: "6.3"}
+	tpSockSendLength   = tracepoint{name: "sock_send_length", since: "6.3"}
+	tpInetSockSetState = tracepoint{name: "inet_sock_set_state", since: "4.16"}
+	tpSoftirqEntry     = tracepoint{name: "softirq_entry", since: "2.6"}
+	tpSoftirqExit      = tracepoint{name: "softirq_exit", since: "2.6"}
+	tpIrqHandlerEntry  = tracepoint{name: "irq_handler_entry", since: "2.6"}
+	tpIrqHandlerExit   = tracepoint{name: "irq_handler_exit", since: "2.6"}
+	// x86 only: the local APIC timer is no irq_handler.
+	tpLocalTimerEntry = tracepoint{name: "local_timer_entry", since: "3.10", optional: true}
+	tpLocalTimerExit  = tracepoint{name: "local_timer_exit", since: "3.10", optional: true}
+	tpPageFaultUser   = tracepoint{name: "page_fault_user", since: "3.13", optional: true}
+)
+
+var tracepoints = []tracepoint{
+	tpSchedSwitch, tpSchedWakeup, tpSysEnter, tpSysExit, tpSockRecvLength, tpSockSendLength,
+	tpInetSockSetState, tpSoftirqEntry, tpSoftirqExit, tpIrqHandlerEntry, tpIrqHandlerExit,
 }
 
 // Capabilities that let a non-root user load and attach tracing programs.

@@ -8,14 +8,45 @@ import "time"
 // Request is one finished request, as charged in the kernel: every
 // nanosecond a target thread spent on a CPU while serving it.
 type Request struct {
-	TID      uint32
-	Conn     uint64        // opaque connection identity (kernel socket address)
-	Start    time.Duration // monotonic clock: entry of the syscall that read its first byte
-	End      time.Duration // monotonic clock: last write of its response
-	UserNs   uint64        // on-CPU outside syscalls
-	KernelNs uint64        // on-CPU inside syscalls
+	TID        uint32
+	Conn       uint64        // opaque connection identity (socket cookie)
+	Route      string        // what it asked for ("GET /users/{id}"), or ":PORT"
+	Start      time.Duration // monotonic clock: its first bytes read
+	FirstWrite time.Duration // monotonic clock: its first response bytes written
+	End        time.Duration // monotonic clock: its last response bytes written
+	UserNs     uint64        // on-CPU outside syscalls and interrupts
+	KernelNs   uint64        // on-CPU in the kernel: SyscallNs + SoftirqNs + IrqNs
+	SyscallNs  uint64
+	SoftirqNs  uint64 // softirqs that ran over its thread (NET_RX, TIMER, ...)
+	IrqNs      uint64 // hard interrupt handlers that ran over its thread
+	RunqueueNs uint64 // runnable, waiting for a CPU
+	OffCPUNs   uint64 // blocked: sleeping until woken (locks, disk, timers)
+	PageFaults uint32 // user page faults
+
+	VoluntarySwitches   uint32
+	InvoluntarySwitches uint32
+
 	BytesIn  uint64
 	BytesOut uint64
+}
+
+// LatencyNs is wall time from its first byte read to its last byte written.
+func (r Request) LatencyNs() uint64 { return uint64(r.End - r.Start) }
+
+// FirstByteNs is wall time from its first byte read to its first byte
+// written; 0 when it wrote nothing.
+func (r Request) FirstByteNs() uint64 {
+	if r.FirstWrite < r.Start {
+		return 0
+	}
+	return uint64(r.FirstWrite - r.Start)
+}
+
+// KernelCost is kernel time spent for one cause ("syscall:write",
+// "softirq:NET_RX", "irq"), summed over requests.
+type KernelCost struct {
+	Ns    uint64
+	Calls uint64 // syscalls only
 }
 
 // CPUNs is the request's whole on-CPU time.
@@ -29,6 +60,9 @@ type Target struct {
 	Threads int    // threads seen on a CPU during the window
 
 	Requests []Request // finished inside the window
+
+	// KernelBreakdown sums the finished requests' kernel time by cause.
+	KernelBreakdown map[string]KernelCost
 
 	// CPU (ns) charged to requests that had not finished when the window
 	// closed, or whose start was before it: counted as attributed, but not
@@ -64,6 +98,17 @@ func (t Target) ProcessNs() uint64 { return t.AttributedNs() + t.UnattributedNs 
 
 // Run is one profiling window over one or more targets.
 type Run struct {
+	Meta     Meta
 	Duration time.Duration
 	Targets  []Target
+}
+
+// Meta says where and when a run was taken. Runs compared later are only
+// like with like if taken on the same host and kernel by the same reqprof;
+// any field left empty reads as unknown.
+type Meta struct {
+	Host           string // hostname
+	Kernel         string // kernel release, as uname -r prints it
+	ReqprofVersion string
+	StartedAt      time.Time // when the window opened
 }

@@ -52,8 +52,9 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	done := make(chan outcome, 1)
 	go func() {
 		run, err := collector.Run(ctx, collector.Config{
-			Targets:  []collector.Target{{PID: server.cmd.Process.Pid, Label: "demo"}},
-			Duration: out.duration,
+			Targets:      []collector.Target{{PID: server.cmd.Process.Pid, Label: "demo"}},
+			Duration:     out.duration,
+			CaptureBytes: out.capture(),
 			OnAttached: func(line string) {
 				fmt.Fprintln(stderr, line)
 				close(attached)

@@ -77,15 +77,30 @@ func (p *pidFlags) Set(v string) error {
 	return nil
 }
 
-// outputFlags are shared by every command that produces a report.
+// outputFlags are shared by every command that profiles and reports.
 type outputFlags struct {
-	duration time.Duration
-	jsonPath string
+	duration     time.Duration
+	jsonPath     string
+	captureBytes int
+	noPayload    bool
 }
 
 func (o *outputFlags) register(fs *flag.FlagSet, defaultDuration time.Duration) {
 	fs.DurationVar(&o.duration, "duration", defaultDuration, "how long to profile (0: until Ctrl-C or every target exits)")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the result as JSON to this file (- for stdout)")
+	// 512 by default: an MCP request's JSON-RPC method usually starts past
+	// byte 256, behind the HTTP headers.
+	fs.IntVar(&o.captureBytes, "capture-bytes", collector.MaxCaptureBytes,
+		fmt.Sprintf("bytes of each request to read for naming it (at most %d); they never leave reqprof", collector.MaxCaptureBytes))
+	fs.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
+}
+
+// capture is how many request bytes to capture.
+func (o *outputFlags) capture() int {
+	if o.noPayload {
+		return 0
+	}
+	return o.captureBytes
 }
 
 func attach(args []string, stdout, stderr io.Writer) error {
@@ -108,9 +123,10 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	result, err := collector.Run(ctx, collector.Config{
-		Targets:    pids,
-		Duration:   out.duration,
-		OnAttached: func(line string) { fmt.Fprintln(stderr, line) },
+		Targets:      pids,
+		Duration:     out.duration,
+		CaptureBytes: out.capture(),
+		OnAttached:   func(line string) { fmt.Fprintln(stderr, line) },
 	})
 	if err != nil {
 		return err

@@ -4,9 +4,11 @@ import "sync/atomic"
 
 // Totals is what the serving threads measured over a set of requests. A
 // request's CPU runs from just before the read that brought its first bytes
-// to just after the write of its response's last byte, on its thread's
-// CPU clock (CLOCK_THREAD_CPUTIME_ID); its wall time runs from the return of
-// that read to the same end.
+// to just after the write of its response's last byte returned, on its
+// thread's CPU clock (CLOCK_THREAD_CPUTIME_ID); its wall time runs from the
+// return of that read to the same end. A pipelined request, already buffered
+// when the one before it finished, starts instead where that one ended, so
+// requests that arrived in one read share its CPU in arrival order.
 type Totals struct {
 	Requests     uint64 `json:"requests"`
 	CPUNs        uint64 `json:"cpu_ns"`

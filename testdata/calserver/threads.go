@@ -2,6 +2,7 @@ package calserver
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 
@@ -36,8 +37,8 @@ func startThreads(s *Server, listen string) (engine, error) {
 
 func (e *threadsEngine) accept() {
 	defer e.s.wg.Done()
-	// accept4 blocks in the kernel; a thread of its own keeps it out of the
-	// connections' threads.
+	// Locked for good: accepting keeps to a thread of its own, apart from
+	// the threads that serve requests, and the thread exits with it.
 	runtime.LockOSThread()
 	for {
 		fd, _, err := unix.Accept4(e.listenFD, unix.SOCK_CLOEXEC)
@@ -47,7 +48,7 @@ func (e *threadsEngine) accept() {
 		if err != nil {
 			e.mu.Lock()
 			if !e.stopping {
-				e.acceptErr = err
+				e.acceptErr = fmt.Errorf("calserver: accept4: %w", err)
 			}
 			e.mu.Unlock()
 			return

@@ -18,25 +18,32 @@ import (
 
 // Config bounds a run in requests and in time.
 type Config struct {
-	Addr     string   // host:port of a loopback server
-	Conns    int      // concurrent connections; default 1, at most Requests
-	Requests int      // total requests, split evenly across the connections
-	Paths    []string // each connection requests them in turn; default "/"
+	Addr     string // host:port of a loopback server
+	Conns    int    // concurrent connections; default 1, at most Requests
+	Requests int    // total requests, split evenly across the connections
+	// Paths are requested in turn, connection i starting at Paths[i%len],
+	// so that every path gets its share however few requests a connection
+	// sends; default "/".
+	Paths []string
 	// Timeout bounds the whole run; default 30s.
 	Timeout time.Duration
 }
 
+// ErrConfig is what Run's errors for an invalid Config wrap.
+var ErrConfig = errors.New("loadgen: invalid config")
+
 // Result counts what a run got.
 type Result struct {
 	Requests int            `json:"requests"` // responses fully received
-	Errors   int            `json:"errors"`   // failed requests, each ending its connection
+	Errors   int            `json:"errors"`   // failed requests (or dials), each ending its connection
 	Elapsed  time.Duration  `json:"elapsed_ns"`
 	PerPath  map[string]int `json:"per_path"` // responses fully received, by path
 }
 
 // Run sends cfg.Requests requests and returns once every connection is done
-// and closed. It reports an error if the config is invalid or if not every
-// request got its response; the Result is valid either way.
+// and closed. It reports an error wrapping ErrConfig if the config is
+// invalid; otherwise it reports an error if not every request got its
+// response, and the Result counts what did.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -57,7 +64,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if i < cfg.Requests%cfg.Conns {
 			n++
 		}
-		wg.Go(func() { conns[i] = runConn(ctx, cfg.Addr, requests, n) })
+		wg.Go(func() { conns[i] = runConn(ctx, cfg.Addr, requests, i, n) })
 	}
 	wg.Wait()
 
@@ -81,7 +88,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Requests <= 0 {
-		return c, fmt.Errorf("loadgen: %d requests; want at least 1", c.Requests)
+		return c, fmt.Errorf("%w: %d requests; want at least 1", ErrConfig, c.Requests)
 	}
 	if err := checkLoopback(c.Addr); err != nil {
 		return c, err
@@ -105,13 +112,13 @@ func (c Config) withDefaults() (Config, error) {
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("loadgen: address: %w", err)
+		return fmt.Errorf("%w: address: %w", ErrConfig, err)
 	}
 	if host == "localhost" {
 		return nil
 	}
 	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
-		return fmt.Errorf("loadgen: %s is not a loopback address", addr)
+		return fmt.Errorf("%w: %s is not a loopback address", ErrConfig, addr)
 	}
 	return nil
 }
@@ -121,10 +128,10 @@ type connResult struct {
 	err     error
 }
 
-// runConn sends n requests on one connection, cycling through requests, and
-// closes it: the close is what ends the server's last request on it for a
-// profiler that watches connections.
-func runConn(ctx context.Context, addr string, requests [][]byte, n int) connResult {
+// runConn sends n requests on one connection, cycling through requests from
+// index first, and closes it: the close is what ends the server's last
+// request on it for a profiler that watches connections.
+func runConn(ctx context.Context, addr string, requests [][]byte, first, n int) connResult {
 	res := connResult{perPath: make([]int, len(requests))}
 	var dialer net.Dialer
 	c, err := dialer.DialContext(ctx, "tcp", addr)
@@ -133,16 +140,14 @@ func runConn(ctx context.Context, addr string, requests [][]byte, n int) connRes
 		return res
 	}
 	defer c.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		c.SetDeadline(deadline)
-	}
-	// Cancelling ctx must also interrupt a read or write in progress.
+	// The end of ctx, by cancellation or by Config.Timeout, must also
+	// interrupt a read or write in progress.
 	stopInterrupt := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stopInterrupt()
 
 	r := bufio.NewReader(c)
 	for i := range n {
-		p := i % len(requests)
+		p := (first + i) % len(requests)
 		if _, err := c.Write(requests[p]); err != nil {
 			res.err = fmt.Errorf("request %d: %w", i, err)
 			return res

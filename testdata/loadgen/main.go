@@ -3,13 +3,15 @@ package loadgen
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 )
 
 // Main runs the load generator from the command line and prints its Result
-// as one JSON line; it returns 1 if not every request was answered.
+// as one JSON line; it returns 1 if not every request was answered, 2 if
+// the flags are wrong.
 func Main(args []string) int {
 	flags := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	var cfg Config
@@ -29,6 +31,10 @@ func Main(args []string) int {
 		return 2
 	}
 	res, err := Run(context.Background(), cfg)
+	if errors.Is(err, ErrConfig) {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	if jsonErr := json.NewEncoder(os.Stdout).Encode(res); jsonErr != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", jsonErr)
 		return 1
