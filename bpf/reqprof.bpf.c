@@ -182,6 +182,8 @@ struct target_stats {
 	__u64 threads_seen;
 	__u64 start_unseen;        /* finished requests that began before attach */
 	__u64 switch_ins;          /* times a target thread was put on a CPU */
+	__u64 runqueue_ns;         /* all run-queue wait of target threads, in requests or not */
+	__u64 offcpu_ns;           /* all blocked time of target threads */
 };
 
 /* Per CPU: which task was last seen here and whether it is a target (lets
@@ -193,7 +195,7 @@ struct cpu_state {
 	__u64 irq_in_softirq_ns;  /* hard irq time inside the running softirq */
 	__u32 tid;
 	__u32 target_plus1; /* 0: not a target */
-	__u32 valid;        /* 0 until an event here has told */
+	__u32 generation;   /* targets_generation when filled in */
 	__u32 softirq_vec;
 };
 
@@ -267,6 +269,22 @@ volatile const __u32 capture_bytes = 256;
  * start counting at the same instant, enable_ns (CLOCK_MONOTONIC). */
 volatile __u32 enabled;
 volatile __u64 enable_ns;
+/* Bumped by the collector whenever the targets map changes, so that no CPU
+ * goes on trusting an answer about a task given before. */
+volatile __u32 targets_generation;
+
+/* The kernel's syscall entry and exit paths run before sys_enter and after
+ * sys_exit fire (and so do the parts of these programs before and after
+ * they read the clock), so the clock between the two tracepoints misses
+ * them, and they would pass for user time. The collector measures their
+ * cost once, by running syscalls on a thread of its own (calibration_tid,
+ * made a target for the purpose) and comparing its CPU clock with what
+ * these programs charge, and sets syscall_overhead_ns: that much of the
+ * user time before each syscall is charged to it. */
+volatile __u64 syscall_overhead_ns;
+volatile __u32 calibration_tid;
+volatile __u64 calibration_syscall_ns;
+volatile __u64 calibration_syscalls;
 
 static __always_inline struct target_stats *stats_of(__u32 target)
 {
@@ -294,7 +312,8 @@ static __always_inline __u32 current_target_plus1(struct cpu_state *cpu, __u32 *
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	*tid = (__u32)pid_tgid;
-	if (cpu && cpu->valid && cpu->tid == *tid)
+	__u32 generation = targets_generation;
+	if (cpu && cpu->generation == generation && cpu->tid == *tid)
 		return cpu->target_plus1;
 
 	__u32 tgid = pid_tgid >> 32;
@@ -303,7 +322,7 @@ static __always_inline __u32 current_target_plus1(struct cpu_state *cpu, __u32 *
 	if (cpu) {
 		cpu->tid = *tid;
 		cpu->target_plus1 = plus1;
-		cpu->valid = 1;
+		cpu->generation = generation;
 	}
 	return plus1;
 }
@@ -379,15 +398,16 @@ static __always_inline __u64 kernel_ns_of(struct cost *c)
 	return ns;
 }
 
-/* Charges user time (syscall_nr < 0) or one syscall's time. */
-static __always_inline void charge(struct thread_state *st, __u64 ns, int syscall_nr)
+/* Charges user time (syscall_nr < 0) or one syscall's time to a
+ * destination found beforehand; a syscall is counted even when it took no
+ * measurable time. */
+static __always_inline void charge_to(struct thread_state *st, struct cost *to, __u64 ns, int syscall_nr)
 {
-	if (!ns)
+	if (!ns && syscall_nr < 0)
 		return;
 	struct target_stats *s = stats_of(st->target);
 	if (s)
 		s->charged_ns += ns;
-	struct cost *to = destination(st);
 	if (to) {
 		if (syscall_nr < 0)
 			__sync_fetch_and_add(&to->user_ns, ns);
@@ -401,6 +421,13 @@ static __always_inline void charge(struct thread_state *st, __u64 ns, int syscal
 		s->unattributed_user_ns += ns;
 	else
 		s->unattributed_kernel_ns += ns;
+}
+
+static __always_inline void charge(struct thread_state *st, __u64 ns, int syscall_nr)
+{
+	if (!ns && syscall_nr < 0)
+		return;
+	charge_to(st, destination(st), ns, syscall_nr);
 }
 
 /* Moves a tail to where it belongs: into its request when more of the same
@@ -467,8 +494,10 @@ static __always_inline void account(struct thread_state *st, __u64 ns)
 }
 
 /* Takes the on-CPU time since the last cut, by the clock, less the
- * interrupts inside it, which were charged when they ended. */
-static __always_inline void cut(struct thread_state *st, __u64 now)
+ * interrupts inside it, which were charged when they ended. Entering a
+ * syscall from user mode, the syscall entry cost inside the user piece is
+ * moved to the syscall. */
+static __always_inline void cut(struct thread_state *st, __u64 now, bool entering_syscall)
 {
 	if (!st->run_start_ns)
 		return;
@@ -477,29 +506,39 @@ static __always_inline void cut(struct thread_state *st, __u64 now)
 	st->slice_cut_ns += ns;
 	__u64 interrupted = st->interrupted_ns < ns ? st->interrupted_ns : ns;
 	st->interrupted_ns = 0;
-	account(st, ns - interrupted);
+	ns -= interrupted;
+	if (entering_syscall && st->mode == MODE_USER) {
+		__u64 entry = ns < syscall_overhead_ns ? ns : syscall_overhead_ns;
+		account(st, ns - entry);
+		st->held_ns = entry;
+		return;
+	}
+	account(st, ns);
 }
 
-/* Ends the thread's slice on a CPU. The clock measures wall time on the CPU,
- * which on a virtual machine includes time the hypervisor ran something
- * else (steal) and misses scheduler work done before the switch; the
- * kernel's own accounting (sum_exec_runtime, what CLOCK_THREAD_CPUTIME_ID
- * and utime+stime report) excludes and includes those. The slice's last
- * piece is sized so that the slice totals what the kernel accounted;
- * an excess already charged becomes a debt paid from the next pieces. */
+/* Ends the thread's slice on a CPU. The clock measures wall time on the CPU
+ * from one sched_switch to the next; the kernel's own accounting
+ * (sum_exec_runtime, what CLOCK_THREAD_CPUTIME_ID and utime+stime report)
+ * starts and stops each slice at other points of the scheduler's path (and
+ * leaves out steal time on a virtual machine). Each slice is made to total
+ * what the kernel accounted: a shortfall is added to the last piece; an
+ * excess comes off the syscall the thread is leaving the CPU in (the
+ * scheduler's path is where the two clocks part), and what is left of it
+ * becomes a debt paid from the next pieces. */
 static __always_inline void end_slice(struct thread_state *st, __u64 now, __u64 sum_exec_runtime)
 {
-	if (!st->sched_at_in || sum_exec_runtime < st->sched_at_in) {
-		cut(st, now);
-	} else if (st->run_start_ns) {
-		__u64 slice = sum_exec_runtime - st->sched_at_in;
-		__u64 interrupted = st->interrupted_ns;
-		st->interrupted_ns = 0;
-		__u64 cut_ns = st->slice_cut_ns + interrupted;
-		if (slice >= cut_ns)
-			account(st, slice - cut_ns);
-		else
-			st->debt_ns += cut_ns - slice;
+	bool known = st->sched_at_in && sum_exec_runtime >= st->sched_at_in && st->run_start_ns;
+	__u64 slice = sum_exec_runtime - st->sched_at_in;
+	cut(st, now, false);
+	if (known) {
+		if (slice >= st->slice_cut_ns) {
+			account(st, slice - st->slice_cut_ns);
+		} else {
+			__u64 excess = st->slice_cut_ns - slice;
+			__u64 taken = excess < st->held_ns ? excess : st->held_ns;
+			st->held_ns -= taken;
+			st->debt_ns += excess - taken;
+		}
 	}
 	st->run_start_ns = 0;
 	st->sched_at_in = 0;
@@ -629,7 +668,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (cpu) {
 		cpu->tid = next_tid;
 		cpu->target_plus1 = next_plus1;
-		cpu->valid = 1;
+		cpu->generation = targets_generation;
 	}
 	if (!next_plus1)
 		return 0;
@@ -705,12 +744,16 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	if (!st)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	cut(st, now);
-	if (st->mode != MODE_SYSCALL) {
+	if (st->mode == MODE_UNKNOWN) {
 		/* Whatever was held back was user time: we are entering now. */
+		cut(st, now, false);
 		charge(st, st->held_ns, -1);
+		st->held_ns = 0;
+	} else {
+		/* Leaves held_ns at the entry cost taken from the user piece. */
+		st->held_ns = 0;
+		cut(st, now, true);
 	}
-	st->held_ns = 0;
 	st->mode = MODE_SYSCALL;
 	st->syscall_start_ns = now;
 	st->syscall_nr = id;
@@ -725,10 +768,16 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
-	cut(st, bpf_ktime_get_ns());
+	/* Found before the clock is read, so that finding it is syscall time. */
+	struct cost *to = destination(st);
+	cut(st, bpf_ktime_get_ns(), false);
+	if (tid == calibration_tid) {
+		calibration_syscall_ns += st->held_ns;
+		calibration_syscalls++;
+	}
 	/* The syscall's whole CPU goes to the request it served, known now.
 	 * Entered before the window: its number is unknown. */
-	charge(st, st->held_ns, st->mode == MODE_SYSCALL ? st->syscall_nr : 0xfffff);
+	charge_to(st, to, st->held_ns, st->mode == MODE_SYSCALL ? st->syscall_nr : 0xfffff);
 	st->held_ns = 0;
 	st->mode = MODE_USER;
 	if (st->wrote) {

@@ -10,12 +10,14 @@ import (
 // Mirrors of the enums in bpf/reqprof.bpf.c.
 const (
 	phaseIdle       = 0
+	phaseReading    = 1
 	phaseResponding = 2
 	roleServer      = 1
+	modeUser        = 1
 )
 
 // buildRun turns the BPF maps and the decoded records into report types.
-func buildRun(objs *reqprofObjects, procs []*process, names routeNames, startNs, endNs, malformed uint64) (report.Run, error) {
+func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta report.Meta, startNs, endNs, malformed uint64) (report.Run, error) {
 	targets := make([]report.Target, len(procs))
 	for i, p := range procs {
 		var perCPU []reqprofTargetStats
@@ -34,6 +36,8 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, startNs,
 			UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
 			UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs,
 			BetweenRequestsNs:  s.BetweenRequestsNs,
+			RunqueueNs:         s.RunqueueNs,
+			OffCPUNs:           s.OffcpuNs,
 			LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
 			Exited:             p.exited,
 		}
@@ -116,7 +120,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, startNs,
 	if err := threads.Err(); err != nil {
 		return report.Run{}, fmt.Errorf("reading threads: %w", err)
 	}
-	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets}, nil
+	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets, Meta: meta}, nil
 }
 
 func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
@@ -134,6 +138,8 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.StartUnseen += s.StartUnseen
 		sum.SwitchIns += s.SwitchIns
 		sum.BetweenRequestsNs += s.BetweenRequestsNs
+		sum.RunqueueNs += s.RunqueueNs
+		sum.OffcpuNs += s.OffcpuNs
 	}
 	return sum
 }

@@ -86,11 +86,6 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	}
 	defer objs.Close()
 
-	for i, p := range procs {
-		if err := objs.Targets.Put(uint32(p.PID), uint32(i)); err != nil {
-			return report.Run{}, fmt.Errorf("registering target %d: %w", p.PID, err)
-		}
-	}
 	if err := refreshListenPorts(objs.ListenPorts, procs); err != nil {
 		return report.Run{}, err
 	}
@@ -111,20 +106,44 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, err
 	}
 
-	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(reader, len(procs)) }()
-
-	// Every program is attached: open the window on all of them at once.
-	startNs := monotonicNs()
-	for _, p := range procs {
-		p.schedNs0, _ = processCPUNs(p.PID)
-		p.schedNsAt = p.schedNs0
+	// The programs run from here on, for the calibration first: no target
+	// is registered yet.
+	if err := objs.TargetsGeneration.Set(uint32(1)); err != nil {
+		return report.Run{}, fmt.Errorf("enabling the programs: %w", err)
 	}
-	if err := objs.EnableNs.Set(startNs); err != nil {
-		return report.Run{}, fmt.Errorf("setting the window start: %w", err)
+	if err := objs.EnableNs.Set(monotonicNs()); err != nil {
+		return report.Run{}, fmt.Errorf("enabling the programs: %w", err)
 	}
 	if err := objs.Enabled.Set(uint32(1)); err != nil {
 		return report.Run{}, fmt.Errorf("enabling the programs: %w", err)
+	}
+	entryNs, err := calibrateSyscallEntry(objs)
+	if err != nil {
+		return report.Run{}, err
+	}
+	if err := objs.SyscallOverheadNs.Set(entryNs); err != nil {
+		return report.Run{}, fmt.Errorf("setting the syscall entry cost: %w", err)
+	}
+
+	consumed := make(chan consumeResult, 1)
+	go func() { consumed <- consume(reader, len(procs)) }()
+
+	// Open the window: a target's threads seen first after this have run
+	// since enable_ns; its CPU clock is read at the same instant.
+	meta := hostMeta(entryNs)
+	startNs := monotonicNs()
+	if err := objs.EnableNs.Set(startNs); err != nil {
+		return report.Run{}, fmt.Errorf("setting the window start: %w", err)
+	}
+	for i, p := range procs {
+		p.schedNs0, _ = processCPUNs(p.PID)
+		p.schedNsAt = p.schedNs0
+		if err := objs.Targets.Put(uint32(p.PID), uint32(i)); err != nil {
+			return report.Run{}, fmt.Errorf("registering target %d: %w", p.PID, err)
+		}
+	}
+	if err := objs.TargetsGeneration.Set(uint32(2)); err != nil {
+		return report.Run{}, fmt.Errorf("registering targets: %w", err)
 	}
 	if cfg.OnAttached != nil {
 		cfg.OnAttached(attachedLine(procs))
@@ -161,7 +180,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	for i, p := range procs {
 		p.breakdown = res.breakdown[i]
 	}
-	return buildRun(objs, procs, res.names, startNs, endNs, res.malformed)
+	return buildRun(objs, procs, res.names, meta, startNs, endNs, res.malformed)
 }
 
 func load(captureBytes int) (*reqprofObjects, error) {
@@ -186,8 +205,8 @@ func openTargets(targets []Target) ([]*process, error) {
 	if len(targets) == 0 {
 		return nil, errors.New("no target: give --pid PID")
 	}
-	if len(targets) > maxTargets {
-		return nil, fmt.Errorf("%d targets, at most %d", len(targets), maxTargets)
+	if len(targets) > maxTargets-1 { // one index is the collector's own, to calibrate
+		return nil, fmt.Errorf("%d targets, at most %d", len(targets), maxTargets-1)
 	}
 	seen := map[int]bool{}
 	var procs []*process

@@ -44,7 +44,7 @@ type reqprofCpuState struct {
 	IrqInSoftirqNs uint64
 	Tid            uint32
 	TargetPlus1    uint32
-	Valid          uint32
+	Generation     uint32
 	SoftirqVec     uint32
 }
 
@@ -88,6 +88,8 @@ type reqprofTargetStats struct {
 	ThreadsSeen          uint64
 	StartUnseen          uint64
 	SwitchIns            uint64
+	RunqueueNs           uint64
+	OffcpuNs             uint64
 }
 
 type reqprofThreadState struct {
@@ -116,32 +118,37 @@ type reqprofThreadState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	reqprofMapConnTemplate        = "conn_template"
-	reqprofMapConns               = "conns"
-	reqprofMapCpus                = "cpus"
-	reqprofMapListenPorts         = "listen_ports"
-	reqprofMapRequests            = "requests"
-	reqprofMapStats               = "stats"
-	reqprofMapTargets             = "targets"
-	reqprofMapThreads             = "threads"
-	reqprofProgOnInetSockSetState = "on_inet_sock_set_state"
-	reqprofProgOnIrqHandlerEntry  = "on_irq_handler_entry"
-	reqprofProgOnIrqHandlerExit   = "on_irq_handler_exit"
-	reqprofProgOnLocalTimerEntry  = "on_local_timer_entry"
-	reqprofProgOnLocalTimerExit   = "on_local_timer_exit"
-	reqprofProgOnPageFaultUser    = "on_page_fault_user"
-	reqprofProgOnSchedSwitch      = "on_sched_switch"
-	reqprofProgOnSchedWakeup      = "on_sched_wakeup"
-	reqprofProgOnSockRecvLength   = "on_sock_recv_length"
-	reqprofProgOnSockSendLength   = "on_sock_send_length"
-	reqprofProgOnSoftirqEntry     = "on_softirq_entry"
-	reqprofProgOnSoftirqExit      = "on_softirq_exit"
-	reqprofProgOnSysEnter         = "on_sys_enter"
-	reqprofProgOnSysExit          = "on_sys_exit"
-	reqprofVarCaptureBytes        = "capture_bytes"
-	reqprofVarEnableNs            = "enable_ns"
-	reqprofVarEnabled             = "enabled"
-	reqprofVarUnusedRequestRecord = "unused_request_record"
+	reqprofMapConnTemplate         = "conn_template"
+	reqprofMapConns                = "conns"
+	reqprofMapCpus                 = "cpus"
+	reqprofMapListenPorts          = "listen_ports"
+	reqprofMapRequests             = "requests"
+	reqprofMapStats                = "stats"
+	reqprofMapTargets              = "targets"
+	reqprofMapThreads              = "threads"
+	reqprofProgOnInetSockSetState  = "on_inet_sock_set_state"
+	reqprofProgOnIrqHandlerEntry   = "on_irq_handler_entry"
+	reqprofProgOnIrqHandlerExit    = "on_irq_handler_exit"
+	reqprofProgOnLocalTimerEntry   = "on_local_timer_entry"
+	reqprofProgOnLocalTimerExit    = "on_local_timer_exit"
+	reqprofProgOnPageFaultUser     = "on_page_fault_user"
+	reqprofProgOnSchedSwitch       = "on_sched_switch"
+	reqprofProgOnSchedWakeup       = "on_sched_wakeup"
+	reqprofProgOnSockRecvLength    = "on_sock_recv_length"
+	reqprofProgOnSockSendLength    = "on_sock_send_length"
+	reqprofProgOnSoftirqEntry      = "on_softirq_entry"
+	reqprofProgOnSoftirqExit       = "on_softirq_exit"
+	reqprofProgOnSysEnter          = "on_sys_enter"
+	reqprofProgOnSysExit           = "on_sys_exit"
+	reqprofVarCalibrationSyscallNs = "calibration_syscall_ns"
+	reqprofVarCalibrationSyscalls  = "calibration_syscalls"
+	reqprofVarCalibrationTid       = "calibration_tid"
+	reqprofVarCaptureBytes         = "capture_bytes"
+	reqprofVarEnableNs             = "enable_ns"
+	reqprofVarEnabled              = "enabled"
+	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
+	reqprofVarTargetsGeneration    = "targets_generation"
+	reqprofVarUnusedRequestRecord  = "unused_request_record"
 )
 
 // loadReqprof returns the embedded CollectionSpec for reqprof.
@@ -220,10 +227,15 @@ type reqprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reqprofVariableSpecs struct {
-	CaptureBytes        *ebpf.VariableSpec `ebpf:"capture_bytes"`
-	EnableNs            *ebpf.VariableSpec `ebpf:"enable_ns"`
-	Enabled             *ebpf.VariableSpec `ebpf:"enabled"`
-	UnusedRequestRecord *ebpf.VariableSpec `ebpf:"unused_request_record"`
+	CalibrationSyscallNs *ebpf.VariableSpec `ebpf:"calibration_syscall_ns"`
+	CalibrationSyscalls  *ebpf.VariableSpec `ebpf:"calibration_syscalls"`
+	CalibrationTid       *ebpf.VariableSpec `ebpf:"calibration_tid"`
+	CaptureBytes         *ebpf.VariableSpec `ebpf:"capture_bytes"`
+	EnableNs             *ebpf.VariableSpec `ebpf:"enable_ns"`
+	Enabled              *ebpf.VariableSpec `ebpf:"enabled"`
+	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
+	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
+	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
 }
 
 // reqprofObjects contains all objects after they have been loaded into the kernel.
@@ -273,10 +285,15 @@ func (m *reqprofMaps) Close() error {
 //
 // It can be passed to loadReqprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reqprofVariables struct {
-	CaptureBytes        *ebpf.Variable `ebpf:"capture_bytes"`
-	EnableNs            *ebpf.Variable `ebpf:"enable_ns"`
-	Enabled             *ebpf.Variable `ebpf:"enabled"`
-	UnusedRequestRecord *ebpf.Variable `ebpf:"unused_request_record"`
+	CalibrationSyscallNs *ebpf.Variable `ebpf:"calibration_syscall_ns"`
+	CalibrationSyscalls  *ebpf.Variable `ebpf:"calibration_syscalls"`
+	CalibrationTid       *ebpf.Variable `ebpf:"calibration_tid"`
+	CaptureBytes         *ebpf.Variable `ebpf:"capture_bytes"`
+	EnableNs             *ebpf.Variable `ebpf:"enable_ns"`
+	Enabled              *ebpf.Variable `ebpf:"enabled"`
+	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
+	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
+	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
 }
 
 // reqprofPrograms contains all programs after they have been loaded into the kernel.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"time"
 )
 
 // WriteJSON writes s as indented JSON with a trailing newline. The same
@@ -35,7 +37,9 @@ var (
 
 // ReadJSON reads a summary written by WriteJSON. It rejects anything that is
 // not one JSON object of that shape: invalid JSON, trailing data, a value of
-// the wrong type, a missing required key, or a negative count or duration.
+// the wrong type, a missing required key, a negative count or duration, a
+// per-request figure no measurement can give, a histogram or comparison
+// that does not fit its targets, or a started_at that is not RFC 3339.
 func ReadJSON(r io.Reader) (Summary, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -60,6 +64,9 @@ func ReadJSON(r io.Reader) (Summary, error) {
 		if s.Targets[i].Warnings == nil {
 			s.Targets[i].Warnings = []string{}
 		}
+	}
+	if s.Comparison != nil && s.Comparison.Warnings == nil {
+		s.Comparison.Warnings = []string{}
 	}
 	return s, nil
 }
@@ -108,12 +115,23 @@ func requireKeys(object map[string]json.RawMessage, where string, keys []string)
 	return nil
 }
 
+// maxPerRequestUs is 2^64 ns in µs: no per-request figure reqprof measures
+// can be larger. Bounding them keeps every sum, ratio and drawing made of
+// them finite.
+var maxPerRequestUs = math.Ldexp(1, 64) / 1000
+
 func checkRanges(s Summary) error {
 	var errs []error
 	if s.DurationS < 0 {
 		errs = append(errs, fmt.Errorf("duration_s is %v, want >= 0", s.DurationS))
 	}
+	if s.StartedAt != "" {
+		if _, err := time.Parse(time.RFC3339, s.StartedAt); err != nil {
+			errs = append(errs, fmt.Errorf("started_at: %w", err))
+		}
+	}
 	for i, t := range s.Targets {
+		where := fmt.Sprintf("targets[%d]", i)
 		counts := []struct {
 			key string
 			n   int
@@ -124,9 +142,67 @@ func checkRanges(s Summary) error {
 		}
 		for _, c := range counts {
 			if c.n < 0 {
-				errs = append(errs, fmt.Errorf("targets[%d].%s is %d, want >= 0", i, c.key, c.n))
+				errs = append(errs, fmt.Errorf("%s.%s is %d, want >= 0", where, c.key, c.n))
+			}
+		}
+		dists := []struct {
+			key  string
+			dist Dist
+		}{{"cpu_us", t.CPUUs}, {"user_us", t.UserUs}, {"kernel_us", t.KernelUs}}
+		for _, d := range dists {
+			for _, x := range []float64{d.dist.Mean, d.dist.P50, d.dist.P90, d.dist.P99, d.dist.Max} {
+				if x < 0 || x > maxPerRequestUs {
+					errs = append(errs, fmt.Errorf("%s.%s has %v, want 0 to %v", where, d.key, x, maxPerRequestUs))
+					break
+				}
+			}
+		}
+		if t.CPUHistogram != nil {
+			if err := checkHistogram(*t.CPUHistogram, t.Requests); err != nil {
+				errs = append(errs, fmt.Errorf("%s.cpu_histogram: %w", where, err))
 			}
 		}
 	}
+	if c := s.Comparison; c != nil {
+		if len(c.Targets) != len(s.Targets) {
+			errs = append(errs, fmt.Errorf("comparison has %d targets, the summary %d", len(c.Targets), len(s.Targets)))
+		}
+		if c.FloorIndex != nil && (*c.FloorIndex < 0 || *c.FloorIndex >= len(s.Targets)) {
+			errs = append(errs, fmt.Errorf("comparison.floor_index is %d, not one of %d targets", *c.FloorIndex, len(s.Targets)))
+		}
+	}
+	for i, ls := range s.Spread {
+		if ls.Runs < 0 {
+			errs = append(errs, fmt.Errorf("spread[%d].runs is %d, want >= 0", i, ls.Runs))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// checkHistogram checks that h has a bucket, each between two edges that
+// rise, and counts that add up to the target's requests.
+func checkHistogram(h Histogram, requests int) error {
+	if len(h.Counts) == 0 || len(h.EdgesUs) != len(h.Counts)+1 {
+		return fmt.Errorf("%d edges for %d counts, want one more edge than counts and a count at least", len(h.EdgesUs), len(h.Counts))
+	}
+	for i := 1; i < len(h.EdgesUs); i++ {
+		if h.EdgesUs[i] <= h.EdgesUs[i-1] {
+			return fmt.Errorf("edges_us[%d] is %v, not above the one before", i, h.EdgesUs[i])
+		}
+	}
+	if h.EdgesUs[0] < 0 {
+		return fmt.Errorf("edges_us[0] is %v, want >= 0", h.EdgesUs[0])
+	}
+	left := requests
+	for i, n := range h.Counts {
+		// Subtracting, so that counts read from a file cannot overflow a sum.
+		if n < 0 || n > left {
+			return fmt.Errorf("counts[%d] is %d: counts must be >= 0 and add up to requests, %d", i, n, requests)
+		}
+		left -= n
+	}
+	if left != 0 {
+		return fmt.Errorf("counts add up to %d, want requests, %d", requests-left, requests)
+	}
+	return nil
 }

@@ -62,8 +62,8 @@ func TestReadJSONAccepts(t *testing.T) {
 }
 
 // FuzzReadJSON feeds ReadJSON arbitrary bytes: it must not panic, and what
-// it accepts must survive a write and a read unchanged, and render as a
-// table.
+// it accepts must survive a write and a read unchanged, render as a table,
+// a comparison and a page, and compare with itself.
 func FuzzReadJSON(f *testing.F) {
 	goldens, err := filepath.Glob(filepath.Join("testdata", "*.json.golden"))
 	if err != nil {
@@ -100,6 +100,23 @@ func FuzzReadJSON(f *testing.F) {
 		}
 		if err := WriteTable(&bytes.Buffer{}, first); err != nil {
 			t.Fatalf("WriteTable of an accepted summary: %v", err)
+		}
+		if err := WriteComparison(&bytes.Buffer{}, first, CompareOptions{}); err != nil {
+			t.Fatalf("WriteComparison of an accepted summary: %v", err)
+		}
+		if err := WriteHTML(&bytes.Buffer{}, first); err != nil {
+			t.Fatalf("WriteHTML of an accepted summary: %v", err)
+		}
+		// Compared with itself, with its last target as the floor, as
+		// compare would: every figure must still be one JSON can hold.
+		combined := Combine([]Source{{"a", first}, {"b", first}})
+		if n := len(combined.Targets); n > 0 {
+			if combined.Comparison, err = Compare(combined, CompareOptions{WithFloor: true, Floor: n - 1}); err != nil {
+				t.Fatalf("Compare with a floor: %v", err)
+			}
+		}
+		if err := WriteJSON(&bytes.Buffer{}, combined); err != nil {
+			t.Fatalf("WriteJSON of an accepted summary combined with itself: %v", err)
 		}
 	})
 }

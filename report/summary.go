@@ -8,8 +8,31 @@ import (
 // Summary is the result of one run, shaped as the JSON other tools read:
 // the json tags are a contract, so keys may be added but never renamed.
 type Summary struct {
-	DurationS float64         `json:"duration_s"`
-	Targets   []TargetSummary `json:"targets"`
+	// Where and when the run was taken, from Run.Meta; each is absent when
+	// unknown. StartedAt is RFC 3339 in UTC, to the second.
+	StartedAt      string `json:"started_at,omitempty"`
+	Host           string `json:"host,omitempty"`
+	Kernel         string `json:"kernel,omitempty"`
+	ReqprofVersion string `json:"reqprof_version,omitempty"`
+
+	// DurationS is the window's length; 0 in a summary combined from runs of
+	// different lengths, where each target's RequestsPerS is over its own.
+	DurationS float64 `json:"duration_s"`
+
+	// Warnings are reasons to distrust the summary as a whole, as opposed to
+	// one target of it: Combine says here when it joined runs taken on
+	// different hosts, kernels or reqprof versions. Absent when there are
+	// none.
+	Warnings []string `json:"warnings,omitempty"`
+
+	Targets []TargetSummary `json:"targets"`
+
+	// Comparison sets the targets against the first; present only when
+	// there are two or more.
+	Comparison *Comparison `json:"comparison,omitempty"`
+	// Spread is the run-to-run noise of targets that appear in several of
+	// the runs Combine joined; absent when none does.
+	Spread []LabelSpread `json:"spread,omitempty"`
 }
 
 // TargetSummary is one target's result. CPU figures are in µs rounded to
@@ -29,6 +52,8 @@ type TargetSummary struct {
 	CPUUs    Dist `json:"cpu_us"`
 	UserUs   Dist `json:"user_us"`
 	KernelUs Dist `json:"kernel_us"`
+	// CPUHistogram is the shape of CPUUs; absent when no request finished.
+	CPUHistogram *Histogram `json:"cpu_histogram,omitempty"`
 
 	BytesInPerRequest  float64 `json:"bytes_in_per_request"`
 	BytesOutPerRequest float64 `json:"bytes_out_per_request"`
@@ -66,12 +91,19 @@ const (
 func Summarize(run Run) Summary {
 	targets := run.Targets
 	s := Summary{
-		DurationS: float64(run.Duration.Round(time.Millisecond)/time.Millisecond) / 1000,
-		Targets:   make([]TargetSummary, 0, len(targets)),
+		Host:           run.Meta.Host,
+		Kernel:         run.Meta.Kernel,
+		ReqprofVersion: run.Meta.ReqprofVersion,
+		DurationS:      float64(run.Duration.Round(time.Millisecond)/time.Millisecond) / 1000,
+		Targets:        make([]TargetSummary, 0, len(targets)),
+	}
+	if !run.Meta.StartedAt.IsZero() {
+		s.StartedAt = run.Meta.StartedAt.UTC().Format(time.RFC3339)
 	}
 	for _, t := range targets {
 		s.Targets = append(s.Targets, summarizeTarget(t, run.Duration))
 	}
+	s.Comparison = compare(s, CompareOptions{})
 	return s
 }
 
@@ -100,6 +132,8 @@ func summarizeTarget(t Target, window time.Duration) TargetSummary {
 		CPUUs:    NewDist(cpu),
 		UserUs:   NewDist(user),
 		KernelUs: NewDist(kernel),
+
+		CPUHistogram: newHistogram(cpu),
 
 		ProcessCPUUs:         usFromNs(t.ProcessNs()),
 		AttributedCPUUs:      usFromNs(t.AttributedNs()),

@@ -18,6 +18,10 @@ func TestSummarizeByHand(t *testing.T) {
 		t.Fatalf("summary %+v, want 10 s and one target", s)
 	}
 	got := s.Targets[0]
+	var cpuNs []uint64
+	for _, r := range requestsOneTo200() {
+		cpuNs = append(cpuNs, r.CPUNs())
+	}
 	want := TargetSummary{
 		PID: 4242, Comm: "uvicorn", Threads: 4,
 		Requests:     200,
@@ -27,7 +31,9 @@ func TestSummarizeByHand(t *testing.T) {
 		// 65325 ns mean; 198 × 650 ns = 128.7 µs.
 		UserUs: Dist{Mean: 65.3, P50: 65, P90: 117, P99: 128.7, Max: 130},
 		// 35175 ns mean rounds half up; 198 × 350 ns = 69.3 µs.
-		KernelUs:           Dist{Mean: 35.2, P50: 35, P90: 63, P99: 69.3, Max: 70},
+		KernelUs: Dist{Mean: 35.2, P50: 35, P90: 63, P99: 69.3, Max: 70},
+		// Bucketing has tests of its own: here it need only be of the CPU.
+		CPUHistogram:       newHistogram(cpuNs),
 		BytesInPerRequest:  78,
 		BytesOutPerRequest: 120,
 		// 20100 µs in finished requests + 3500 µs in unfinished ones.

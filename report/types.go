@@ -64,6 +64,11 @@ type Target struct {
 	// KernelBreakdown sums the finished requests' kernel time by cause.
 	KernelBreakdown map[string]KernelCost
 
+	// All waiting of the target's threads, in requests or not, for
+	// comparison with the kernel's own counters.
+	RunqueueNs uint64
+	OffCPUNs   uint64
+
 	// CPU (ns) charged to requests that had not finished when the window
 	// closed, or whose start was before it: counted as attributed, but not
 	// in the per-request distribution.
@@ -111,4 +116,7 @@ type Meta struct {
 	Kernel         string // kernel release, as uname -r prints it
 	ReqprofVersion string
 	StartedAt      time.Time // when the window opened
+	// SyscallEntryNs is the measured cost of the kernel's syscall entry
+	// and exit paths, charged to each syscall (see the collector).
+	SyscallEntryNs uint64
 }

@@ -2,7 +2,6 @@ package calserver
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -18,7 +17,8 @@ const (
 	Epoll Model = "epoll"
 )
 
-// DefaultRoute names, in Stats, the requests for paths Config.Routes lacks.
+// DefaultRoute names, in Stats, the requests whose route key Config.Routes
+// lacks.
 const DefaultRoute = "*"
 
 // Config says how the server serves and how much work each request costs.
@@ -26,8 +26,14 @@ type Config struct {
 	Model  Model
 	Listen string // IP:port to listen on; "127.0.0.1:0" if empty
 
-	Burn   time.Duration            // user CPU burnt per request
-	Routes map[string]time.Duration // burn per path (query excluded), instead of Burn
+	Burn time.Duration // user CPU burnt per request
+	// Routes is the burn per route key, instead of Burn. A request's route
+	// key is, for a POST whose body is a JSON-RPC 2.0 request (a JSON object
+	// with "jsonrpc":"2.0" and a string "method"), the method, followed for
+	// "tools/call" and "prompts/get" by a space and params.name ("tools/list",
+	// "tools/call add"); for any other request, the path without the query
+	// ("/a"). Stats.Routes is keyed the same way.
+	Routes map[string]time.Duration
 
 	// Kernel work per request: DevNullWrites writes of DevNullBytes each to
 	// /dev/null.
@@ -41,12 +47,12 @@ func (c Config) validate() error {
 	if c.Burn < 0 || c.Sleep < 0 || c.DevNullWrites < 0 || c.DevNullBytes < 0 {
 		return fmt.Errorf("calserver: negative burn, sleep or /dev/null work in %+v", c)
 	}
-	for path, burn := range c.Routes {
-		if !strings.HasPrefix(path, "/") {
-			return fmt.Errorf("calserver: route %q does not start with /", path)
+	for key, burn := range c.Routes {
+		if key == "" || key == DefaultRoute {
+			return fmt.Errorf("calserver: route key %q is reserved", key)
 		}
 		if burn < 0 {
-			return fmt.Errorf("calserver: route %s has negative burn %v", path, burn)
+			return fmt.Errorf("calserver: route %q has negative burn %v", key, burn)
 		}
 	}
 	return nil

@@ -21,7 +21,7 @@ func Main(args []string) int {
 	flags.StringVar(&model, "model", string(Threads), "threading model: threads or epoll")
 	flags.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "IP:port to listen on")
 	flags.DurationVar(&cfg.Burn, "burn", 0, "user CPU to burn per request")
-	flags.Var(routeFlag(cfg.Routes), "route", "PATH=DURATION: burn DURATION for PATH instead of --burn (repeatable)")
+	flags.Var(routeFlag(cfg.Routes), "route", `KEY=DURATION: burn DURATION for requests with route key KEY instead of --burn (repeatable); KEY is a path ("/a") or a JSON-RPC method ("tools/list", "tools/call add")`)
 	flags.IntVar(&cfg.DevNullWrites, "devnull-writes", 0, "writes to /dev/null per request")
 	flags.IntVar(&cfg.DevNullBytes, "devnull-bytes", 0, "bytes per /dev/null write")
 	flags.DurationVar(&cfg.Sleep, "sleep", 0, "off-CPU sleep per request")
@@ -58,16 +58,16 @@ func Main(args []string) int {
 	return 0
 }
 
-// routeFlag collects --route PATH=DURATION into a Config.Routes map.
+// routeFlag collects --route KEY=DURATION into a Config.Routes map.
 type routeFlag map[string]time.Duration
 
 func (f routeFlag) String() string { return fmt.Sprint(map[string]time.Duration(f)) }
 
 func (f routeFlag) Set(value string) error {
-	// The last '=' splits: a path may hold one, a duration cannot.
+	// The last '=' splits: a key may hold one, a duration cannot.
 	i := strings.LastIndexByte(value, '=')
 	if i < 0 {
-		return fmt.Errorf("want PATH=DURATION, got %q", value)
+		return fmt.Errorf("want KEY=DURATION, got %q", value)
 	}
 	d, err := time.ParseDuration(value[i+1:])
 	if err != nil {

@@ -12,22 +12,32 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// response is the same for every request: the work, not the bytes, is what
-// the routes vary.
+// response is the same for every request but JSON-RPC ones: the work, not
+// the bytes, is what the routes vary.
 const response = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n"
+
+// A JSON-RPC request's response echoes its id: rpcResultHead, the id (or
+// null), rpcResultTail.
+const (
+	rpcResponseHead = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+	rpcResultHead   = `{"jsonrpc":"2.0","id":`
+	rpcResultTail   = `,"result":{}}`
+)
 
 // Server serves until Close.
 type Server struct {
 	addr     string
 	response []byte
 
-	byPath   map[string]*route
+	byKey    map[string]*route // by route key; see Config.Routes
 	fallback *route
 	routes   []*route
 
@@ -63,16 +73,16 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		response:      []byte(response),
-		byPath:        make(map[string]*route, len(cfg.Routes)),
+		byKey:         make(map[string]*route, len(cfg.Routes)),
 		fallback:      &route{name: DefaultRoute, iterations: iterationsFor(cfg.Burn)},
 		devNullBuf:    make([]byte, cfg.DevNullBytes),
 		devNullWrites: cfg.DevNullWrites,
 		sleep:         cfg.Sleep,
 	}
 	s.routes = append(s.routes, s.fallback)
-	for path, burn := range cfg.Routes {
-		r := &route{name: path, iterations: iterationsFor(burn)}
-		s.byPath[path] = r
+	for key, burn := range cfg.Routes {
+		r := &route{name: key, iterations: iterationsFor(burn)}
+		s.byKey[key] = r
 		s.routes = append(s.routes, r)
 	}
 	var err error
@@ -175,25 +185,46 @@ func setNoDelay(fd int) {
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 }
 
+// Size limits of a request: its head (request line and headers, through the
+// blank line) and its body. Clients send tens of bytes of head and at most a
+// few KiB of body.
+const (
+	maxHead = 4 << 10
+	maxBody = 12 << 10
+)
+
 // conn is one connection's buffered input and the request being served on it.
 type conn struct {
 	fd  int
-	buf [4096]byte // room for a request head; clients send tens of bytes
-	n   int        // bytes buffered in buf
+	buf [maxHead + maxBody]byte // room for one whole request at least
+	n   int                     // bytes buffered in buf
+
+	// Scratch space, reused from request to request: a JSON-RPC request's
+	// route key and response.
+	key         []byte
+	rpcResponse []byte
 
 	// The request in progress: when it started, what it is, what is left to
 	// send of its response.
 	startCPU       int64
 	startWall      time.Time
 	route          *route
+	response       []byte // the response takeRequest chose, for respond to send
 	devNullCPUNs   int64
 	unsentResponse []byte
 }
 
 var (
-	errHeadTooLarge = errors.New("request head larger than the buffer")
-	errMalformed    = errors.New("malformed request line")
+	errHeadTooLarge = errors.New("request head larger than 4 KiB")
+	errBodyTooLarge = errors.New("request body larger than 12 KiB")
+	errMalformed    = errors.New("malformed request head")
+	errChunked      = errors.New("request with Transfer-Encoding, unsupported")
 	headEnd         = []byte("\r\n\r\n")
+	crlf            = []byte("\r\n")
+	methodPOST      = []byte("POST")
+	contentLength   = []byte("Content-Length")
+	transferEnc     = []byte("Transfer-Encoding")
+	jsonNull        = []byte("null")
 )
 
 // readMore reads what the socket has into the buffer. When nothing is
@@ -220,49 +251,129 @@ func (c *conn) readMore() error {
 	return nil
 }
 
-// takeRequest removes the first complete request from the buffer and returns
-// its route, or nil if no request is complete yet.
+// takeRequest removes the first complete request, head and body, from the
+// buffer, sets c.response to its response, and returns its route; or returns
+// nil if no request is complete yet.
 func (c *conn) takeRequest(s *Server) (*route, error) {
-	end := bytes.Index(c.buf[:c.n], headEnd)
+	end := bytes.Index(c.buf[:min(c.n, maxHead)], headEnd)
 	if end < 0 {
-		if c.n == len(c.buf) {
+		if c.n >= maxHead {
 			return nil, errHeadTooLarge
 		}
 		return nil, nil
 	}
-	path, err := requestPath(c.buf[:end])
+	method, path, bodyLen, err := parseHead(c.buf[:end])
 	if err != nil {
 		return nil, err
 	}
-	r := s.routeFor(path) // before the buffer moves under path
-	c.n = copy(c.buf[:], c.buf[end+len(headEnd):c.n])
+	bodyStart := end + len(headEnd)
+	reqEnd := bodyStart + bodyLen // at most len(c.buf), by the limits
+	if c.n < reqEnd {
+		return nil, nil
+	}
+	// Routed before the buffer moves under method, path and body.
+	var r *route
+	call, isRPC := rpcCall{}, false
+	if bytes.Equal(method, methodPOST) {
+		call, isRPC = parseRPC(c.buf[bodyStart:reqEnd])
+	}
+	if isRPC {
+		r = s.routeFor(c.rpcKey(call))
+		c.response = c.buildRPCResponse(call.id)
+	} else {
+		r = s.routeFor(path)
+		c.response = s.response
+	}
+	c.n = copy(c.buf[:], c.buf[reqEnd:c.n])
 	return r, nil
 }
 
-// requestPath is the path of the request line "METHOD PATH?QUERY VERSION".
-func requestPath(head []byte) ([]byte, error) {
-	line := head
-	if i := bytes.IndexByte(line, '\r'); i >= 0 {
-		line = line[:i]
+// parseHead reads the head "METHOD PATH?QUERY VERSION\r\nHeaders": the
+// method, the path without the query, and the body's length from
+// Content-Length (0 if absent).
+func parseHead(head []byte) (method, path []byte, bodyLen int, err error) {
+	line, headers, _ := bytes.Cut(head, crlf)
+	method, target, ok := bytes.Cut(line, []byte{' '})
+	if !ok {
+		return nil, nil, 0, errMalformed
 	}
-	sp := bytes.IndexByte(line, ' ')
-	if sp < 0 {
-		return nil, errMalformed
+	target, _, ok = bytes.Cut(target, []byte{' '})
+	if !ok {
+		return nil, nil, 0, errMalformed
 	}
-	target := line[sp+1:]
-	sp = bytes.IndexByte(target, ' ')
-	if sp < 0 {
-		return nil, errMalformed
+	path, _, _ = bytes.Cut(target, []byte{'?'})
+
+	seenLength := false
+	for len(headers) > 0 {
+		var header []byte
+		header, headers, _ = bytes.Cut(headers, crlf)
+		name, value, ok := bytes.Cut(header, []byte{':'})
+		if !ok {
+			return nil, nil, 0, errMalformed
+		}
+		switch {
+		case bytes.EqualFold(name, contentLength):
+			n, err := parseLength(bytes.Trim(value, " \t"))
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			if seenLength && n != bodyLen {
+				return nil, nil, 0, errMalformed
+			}
+			bodyLen, seenLength = n, true
+		case bytes.EqualFold(name, transferEnc):
+			return nil, nil, 0, errChunked
+		}
 	}
-	target = target[:sp]
-	if q := bytes.IndexByte(target, '?'); q >= 0 {
-		target = target[:q]
-	}
-	return target, nil
+	return method, path, bodyLen, nil
 }
 
-func (s *Server) routeFor(path []byte) *route {
-	if r, ok := s.byPath[string(path)]; ok { // string(path) here does not allocate
+// parseLength reads a Content-Length value of at most maxBody.
+func parseLength(digits []byte) (int, error) {
+	if len(digits) == 0 {
+		return 0, errMalformed
+	}
+	n := 0
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			return 0, errMalformed
+		}
+		if n = n*10 + int(d-'0'); n > maxBody {
+			return 0, errBodyTooLarge
+		}
+	}
+	return n, nil
+}
+
+// rpcKey is a JSON-RPC call's route key: its method, and for "tools/call"
+// and "prompts/get" a space and params.name too.
+func (c *conn) rpcKey(call rpcCall) []byte {
+	c.key = appendUnescaped(c.key[:0], call.method)
+	if call.name != nil && (string(c.key) == "tools/call" || string(c.key) == "prompts/get") {
+		c.key = append(c.key, ' ')
+		c.key = appendUnescaped(c.key, call.name)
+	}
+	return c.key
+}
+
+// buildRPCResponse is the response to a JSON-RPC call with the raw id (nil
+// if it had none).
+func (c *conn) buildRPCResponse(id []byte) []byte {
+	if id == nil {
+		id = jsonNull
+	}
+	b := append(c.rpcResponse[:0], rpcResponseHead...)
+	b = strconv.AppendInt(b, int64(len(rpcResultHead)+len(id)+len(rpcResultTail)), 10)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, rpcResultHead...)
+	b = append(b, id...)
+	b = append(b, rpcResultTail...)
+	c.rpcResponse = b
+	return b
+}
+
+func (s *Server) routeFor(key []byte) *route {
+	if r, ok := s.byKey[string(key)]; ok { // string(key) here does not allocate
 		return r
 	}
 	return s.fallback
@@ -274,10 +385,14 @@ func (s *Server) respond(c *conn, r *route) {
 	burn(r.iterations)
 	c.devNullCPUNs = 0
 	if s.devNullWrites > 0 {
+		// Raw syscalls, without the Go runtime's entersyscall/exitsyscall
+		// around each: a write to /dev/null never blocks, and the measure
+		// is then the writes' kernel CPU with next to no user code in it.
+		// They cannot fail; they are here for their kernel CPU.
+		buf := unsafe.Pointer(unsafe.SliceData(s.devNullBuf))
 		before := threadCPUNow()
 		for range s.devNullWrites {
-			// Writes to /dev/null cannot fail; they are here for their kernel CPU.
-			_, _ = unix.Write(s.devNull, s.devNullBuf)
+			unix.RawSyscall(unix.SYS_WRITE, uintptr(s.devNull), uintptr(buf), uintptr(len(s.devNullBuf)))
 		}
 		c.devNullCPUNs = threadCPUNow() - before
 	}
@@ -287,7 +402,7 @@ func (s *Server) respond(c *conn, r *route) {
 		for unix.Nanosleep(&ts, &ts) == unix.EINTR {
 		}
 	}
-	c.unsentResponse = s.response
+	c.unsentResponse = c.response
 }
 
 // writeResponse sends what the socket takes of the queued response. On a

@@ -42,13 +42,14 @@ func (t *Totals) add(o Totals) {
 }
 
 // Stats is the server's ground truth: all requests, and the requests of each
-// route (DefaultRoute for paths without one of their own).
+// route, keyed by route key as Config.Routes is (DefaultRoute for requests
+// whose key has no route of its own).
 type Stats struct {
 	Totals
 	Routes map[string]Totals `json:"routes"`
 }
 
-// route is a path's work and the running totals of its requests. Totals are
+// route is a route key's work and the running totals of its requests. Totals are
 // atomics so that any serving thread can add to them without allocating or
 // waiting.
 type route struct {

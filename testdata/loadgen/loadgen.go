@@ -25,6 +25,10 @@ type Config struct {
 	// so that every path gets its share however few requests a connection
 	// sends; default "/".
 	Paths []string
+	// Bodies, if not nil, has one entry per path: the request for Paths[i]
+	// is a POST of Bodies[i] as application/json if Bodies[i] != "", a GET
+	// otherwise. Nil means every request is a GET.
+	Bodies []string
 	// Timeout bounds the whole run; default 30s.
 	Timeout time.Duration
 }
@@ -38,6 +42,10 @@ type Result struct {
 	Errors   int            `json:"errors"`   // failed requests (or dials), each ending its connection
 	Elapsed  time.Duration  `json:"elapsed_ns"`
 	PerPath  map[string]int `json:"per_path"` // responses fully received, by path
+	// PerRequest counts the responses fully received by request: element i
+	// for the request made of Config.Paths[i] (and Config.Bodies[i]), so that
+	// requests to one path with different bodies are told apart.
+	PerRequest []int `json:"per_request"`
 }
 
 // Run sends cfg.Requests requests and returns once every connection is done
@@ -51,7 +59,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	requests := make([][]byte, len(cfg.Paths))
 	for i, path := range cfg.Paths {
-		requests[i] = []byte("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+		requests[i] = request(path, cfg.body(i))
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -68,12 +76,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	wg.Wait()
 
-	res := Result{Elapsed: time.Since(start), PerPath: make(map[string]int)}
+	res := Result{
+		Elapsed:    time.Since(start),
+		PerPath:    make(map[string]int),
+		PerRequest: make([]int, len(cfg.Paths)),
+	}
 	var errs []error
 	for _, c := range conns {
-		for i, n := range c.perPath {
+		for i, n := range c.perRequest {
 			res.Requests += n
 			res.PerPath[cfg.Paths[i]] += n
+			res.PerRequest[i] += n
 		}
 		if c.err != nil {
 			res.Errors++
@@ -86,9 +99,30 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
+// request is the bytes of a GET of path, or with a body a POST of it.
+// Headers are kept short so that a profiler capturing a request's first few
+// hundred bytes sees the body too.
+func request(path, body string) []byte {
+	if body == "" {
+		return []byte("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
+	return []byte("POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}
+
+func (c Config) body(i int) string {
+	if c.Bodies == nil {
+		return ""
+	}
+	return c.Bodies[i]
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Requests <= 0 {
 		return c, fmt.Errorf("%w: %d requests; want at least 1", ErrConfig, c.Requests)
+	}
+	if c.Bodies != nil && len(c.Bodies) != len(c.Paths) {
+		return c, fmt.Errorf("%w: %d bodies for %d paths; want one per path", ErrConfig, len(c.Bodies), len(c.Paths))
 	}
 	if err := checkLoopback(c.Addr); err != nil {
 		return c, err
@@ -124,15 +158,15 @@ func checkLoopback(addr string) error {
 }
 
 type connResult struct {
-	perPath []int // responses received, by index in Config.Paths
-	err     error
+	perRequest []int // responses received, by index in Config.Paths
+	err        error
 }
 
 // runConn sends n requests on one connection, cycling through requests from
 // index first, and closes it: the close is what ends the server's last
 // request on it for a profiler that watches connections.
 func runConn(ctx context.Context, addr string, requests [][]byte, first, n int) connResult {
-	res := connResult{perPath: make([]int, len(requests))}
+	res := connResult{perRequest: make([]int, len(requests))}
 	var dialer net.Dialer
 	c, err := dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -156,7 +190,7 @@ func runConn(ctx context.Context, addr string, requests [][]byte, first, n int) 
 			res.err = fmt.Errorf("response %d: %w", i, err)
 			return res
 		}
-		res.perPath[p]++
+		res.perRequest[p]++
 	}
 	return res
 }

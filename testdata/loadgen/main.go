@@ -18,8 +18,24 @@ func Main(args []string) int {
 	flags.StringVar(&cfg.Addr, "addr", "", "host:port of the loopback server (required)")
 	flags.IntVar(&cfg.Conns, "conns", 1, "concurrent connections")
 	flags.IntVar(&cfg.Requests, "requests", 1000, "total requests, split across connections")
+	var bodies []string // one per --path so far
+	hasBody := false
 	flags.Func("path", `path to request; repeat for several, requested in turn (default "/")`, func(p string) error {
 		cfg.Paths = append(cfg.Paths, p)
+		bodies = append(bodies, "")
+		return nil
+	})
+	flags.Func("body", "JSON body to POST to the --path just before it, instead of a GET (at most one per --path)", func(b string) error {
+		switch {
+		case len(bodies) == 0:
+			return errors.New("--body must follow the --path it is for")
+		case bodies[len(bodies)-1] != "":
+			return errors.New("more than one --body for one --path")
+		case b == "":
+			return errors.New("empty --body")
+		}
+		bodies[len(bodies)-1] = b
+		hasBody = true
 		return nil
 	})
 	flags.DurationVar(&cfg.Timeout, "timeout", 0, "bound on the whole run (default 30s)")
@@ -29,6 +45,9 @@ func Main(args []string) int {
 	if flags.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "loadgen: unexpected arguments %q\n", flags.Args())
 		return 2
+	}
+	if hasBody {
+		cfg.Bodies = bodies
 	}
 	res, err := Run(context.Background(), cfg)
 	if errors.Is(err, ErrConfig) {

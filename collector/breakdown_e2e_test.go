@@ -1,0 +1,248 @@
+package collector_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/testdata/loadgen"
+)
+
+// runCalserver profiles one calibrated server under loadgen load and
+// returns what reqprof measured and what the server measured itself.
+func runCalserver(t *testing.T, conns, requests int, args ...string) (report.Target, calserverTruth) {
+	t.Helper()
+	srv := startCalserver(t, args...)
+	w := profile(t, []int{srv.pid()}, func() {
+		if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.addr, Conns: conns, Requests: requests}); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	t.Logf("syscall entry and exit cost: %d ns", w.run.Meta.SyscallEntryNs)
+	stats := srv.stop(t)
+	target := targetOf(t, w.run, srv.pid())
+	if len(target.Requests) != requests || int(stats.Requests) != requests {
+		t.Fatalf("reqprof counted %d requests, server %d, want %d", len(target.Requests), stats.Requests, requests)
+	}
+	return target, calserverTruth{cpuUs: stats.MeanCPUMicros(), devNullUs: stats.MeanDevNullCPUMicros()}
+}
+
+type calserverTruth struct{ cpuUs, devNullUs float64 }
+
+func meanUs(requests []report.Request, ns func(report.Request) uint64) float64 {
+	var sum uint64
+	for _, r := range requests {
+		sum += ns(r)
+	}
+	return float64(sum) / float64(len(requests)) / 1e3
+}
+
+func causeMeanUs(target report.Target, cause string) float64 {
+	return float64(target.KernelBreakdown[cause].Ns) / float64(len(target.Requests)) / 1e3
+}
+
+// TestWritesShowInTheWriteRow: a request that also writes to /dev/null K
+// times has a write row larger by what those writes cost, as the server
+// measured them with its own thread CPU clock.
+func TestWritesShowInTheWriteRow(t *testing.T) {
+	const requests = 600
+	plain, _ := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us")
+	writing, truth := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us",
+		"--devnull-writes", "300", "--devnull-bytes", "4096")
+	grew := causeMeanUs(writing, "syscall:write") - causeMeanUs(plain, "syscall:write")
+	t.Logf("write row: %.1f → %.1f µs per request (+%.1f); server measured its /dev/null writes at %.1f µs",
+		causeMeanUs(plain, "syscall:write"), causeMeanUs(writing, "syscall:write"), grew, truth.devNullUs)
+	if !within(grew, truth.devNullUs, 0.05) {
+		t.Errorf("write row grew by %.1f µs per request, the server's writes cost %.1f µs: more than 5%% apart", grew, truth.devNullUs)
+	}
+	if calls := float64(writing.KernelBreakdown["syscall:write"].Calls) / requests; calls != 301 {
+		t.Errorf("%.2f write calls per request, want 301 (300 to /dev/null, 1 response)", calls)
+	}
+	checkBreakdownAddsUp(t, writing)
+}
+
+// checkBreakdownAddsUp: BPF keeps each request's kernel time by cause in
+// slots apart from its totals; the two must agree, and every request's CPU
+// is user + syscalls + softirq + irq.
+func checkBreakdownAddsUp(t *testing.T, target report.Target) {
+	t.Helper()
+	var syscalls, softirqs, irqs uint64
+	for _, r := range target.Requests {
+		if r.KernelNs != r.SyscallNs+r.SoftirqNs+r.IrqNs || r.CPUNs() != r.UserNs+r.KernelNs {
+			t.Fatalf("request %+v: parts do not add up", r)
+		}
+		syscalls += r.SyscallNs
+		softirqs += r.SoftirqNs
+		irqs += r.IrqNs
+	}
+	var bySyscall, bySoftirq, byIrq uint64
+	for cause, k := range target.KernelBreakdown {
+		switch {
+		case strings.HasPrefix(cause, "syscall:"):
+			bySyscall += k.Ns
+		case strings.HasPrefix(cause, "softirq:"):
+			bySoftirq += k.Ns
+		case cause == "irq":
+			byIrq += k.Ns
+		default:
+			t.Errorf("unknown cause %q", cause)
+		}
+	}
+	if bySyscall != syscalls || bySoftirq != softirqs || byIrq != irqs {
+		t.Errorf("breakdown syscalls %d softirq %d irq %d ns, request totals %d %d %d",
+			bySyscall, bySoftirq, byIrq, syscalls, softirqs, irqs)
+	}
+}
+
+// TestOffCPUIsTheSleep: a request that sleeps S is off the CPU for S (plus
+// the timer's slack and the wakeup), and its latency is its on-CPU time,
+// its run-queue wait and its blocked time.
+func TestOffCPUIsTheSleep(t *testing.T) {
+	const sleep = 2 * time.Millisecond
+	target, _ := runCalserver(t, 1, 300, "--model", "threads", "--burn", "100us", "--sleep", sleep.String())
+	offcpu := meanUs(target.Requests, func(r report.Request) uint64 { return r.OffCPUNs })
+	sleepUs := float64(sleep.Microseconds())
+	t.Logf("off-CPU %.1f µs per request for a %.0f µs sleep", offcpu, sleepUs)
+	// Timer slack (50 µs) and the wakeup bound the excess.
+	if offcpu < sleepUs || offcpu > sleepUs*1.05+200 {
+		t.Errorf("off-CPU %.1f µs per request, want %.0f µs within 5%% plus 200 µs of wakeup", offcpu, sleepUs)
+	}
+	if v := meanUs(target.Requests, func(r report.Request) uint64 { return uint64(r.VoluntarySwitches) * 1000 }); v < 1 {
+		t.Errorf("%.2f voluntary switches per request; each request sleeps once", v)
+	}
+	checkLatencyIsItsParts(t, target)
+	checkBreakdownAddsUp(t, target)
+}
+
+func checkLatencyIsItsParts(t *testing.T, target report.Target) {
+	t.Helper()
+	latency := meanUs(target.Requests, report.Request.LatencyNs)
+	parts := meanUs(target.Requests, func(r report.Request) uint64 { return r.CPUNs() + r.RunqueueNs + r.OffCPUNs })
+	t.Logf("latency %.1f µs, on-CPU + run-queue + blocked %.1f µs", latency, parts)
+	if !within(parts, latency, 0.02) {
+		t.Errorf("latency %.1f µs per request, its parts add to %.1f µs: more than 2%% apart", latency, parts)
+	}
+}
+
+// TestRunQueueWait: eight threads burning on two cores wait for a CPU; the
+// wait reqprof charges to requests agrees with the kernel's own run_delay
+// of the serving threads (/proc/PID/task/TID/schedstat, CONFIG_SCHED_INFO).
+func TestRunQueueWait(t *testing.T) {
+	srv := startCalserver(t, "--model", "threads", "--burn", "1ms")
+	const conns, perConn = 8, 40
+	clients := dialKeepAlive(t, srv.addr, conns)
+	var before, after map[int]uint64
+	w := profile(t, []int{srv.pid()}, func() {
+		before = runDelays(t, srv.pid())
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range perConn {
+					if err := c.roundTrip(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		// Read before the connections close: their threads exit with them.
+		after = runDelays(t, srv.pid())
+		for _, c := range clients {
+			c.conn.Close()
+		}
+	})
+	srv.stop(t)
+	target := targetOf(t, w.run, srv.pid())
+	if len(target.Requests) != conns*perConn {
+		t.Fatalf("counted %d requests, want %d", len(target.Requests), conns*perConn)
+	}
+	var kernel uint64
+	for tid, delay := range after {
+		kernel += delay - before[tid] // a thread born in the window starts at 0
+	}
+	var charged uint64
+	for _, r := range target.Requests {
+		charged += r.RunqueueNs
+	}
+	t.Logf("run-queue wait: reqprof charged %.1f ms to requests, the kernel counted %.1f ms of run_delay",
+		float64(charged)/1e6, float64(kernel)/1e6)
+	if kernel < uint64(10*time.Millisecond) {
+		t.Fatalf("only %.1f ms of run-queue wait with %d busy threads on %d cores", float64(kernel)/1e6, conns, 2)
+	}
+	// Requests get the waits while they run; the kernel also counts the
+	// waits of threads woken for a new request, before it starts.
+	if float64(charged) < 0.8*float64(kernel) || float64(charged) > 1.02*float64(kernel) {
+		t.Errorf("reqprof charged %.1f ms of run-queue wait, the kernel counted %.1f ms: want 80%% to 102%%",
+			float64(charged)/1e6, float64(kernel)/1e6)
+	}
+	checkLatencyIsItsParts(t, target)
+}
+
+type keepAliveClient struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func dialKeepAlive(t *testing.T, addr string, n int) []*keepAliveClient {
+	t.Helper()
+	var clients []*keepAliveClient
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients = append(clients, &keepAliveClient{conn: c, r: bufio.NewReader(c)})
+	}
+	return clients
+}
+
+func (c *keepAliveClient) roundTrip() error {
+	if _, err := io.WriteString(c.conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return err
+}
+
+// runDelays reads each thread's run-queue wait so far, in ns.
+func runDelays(t *testing.T, pid int) map[int]uint64 {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delays := map[int]uint64{}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "schedstat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		fields := strings.Fields(string(b))
+		if len(fields) < 2 {
+			t.Fatalf("schedstat %q", b)
+		}
+		tid, _ := strconv.Atoi(task.Name())
+		delays[tid], _ = strconv.ParseUint(fields[1], 10, 64)
+	}
+	return delays
+}

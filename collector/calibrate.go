@@ -1,0 +1,127 @@
+package collector
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/reqprof/reqprof/report"
+)
+
+// calibrationRounds and calibrationSyscalls size the measurement of the
+// syscall entry cost: the least of a few rounds, so a round that was
+// preempted or interrupted does not count.
+const (
+	calibrationRounds   = 5
+	calibrationSyscalls = 4000
+)
+
+// calibrationTarget is the target index the collector's own process takes
+// while it calibrates: the last one, which no user target gets.
+const calibrationTarget = maxTargets - 1
+
+// calibrateSyscallEntry measures what one syscall costs outside the time the
+// programs charge to it: the kernel's entry and exit paths (with their
+// speculation mitigations) and the programs' own work around their clock
+// reads. On a thread of this process, made a target for the while, it is
+// the CPU clock's cost per getppid() less what the programs charge. The
+// programs must be attached and enabled.
+func calibrateSyscallEntry(objs *reqprofObjects) (uint64, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self := uint32(os.Getpid())
+	if err := objs.Targets.Put(self, uint32(calibrationTarget)); err != nil {
+		return 0, fmt.Errorf("calibrating: %w", err)
+	}
+	// Answers cached before this process became a target are void.
+	if err := objs.TargetsGeneration.Set(uint32(3)); err != nil {
+		return 0, fmt.Errorf("calibrating: %w", err)
+	}
+	defer func() {
+		objs.Targets.Delete(self)
+		objs.TargetsGeneration.Set(uint32(1)) // forget this process was a target
+	}()
+	tid := uint32(unix.Gettid())
+	if err := serveFakeRequest(objs, tid); err != nil {
+		return 0, fmt.Errorf("calibrating: %w", err)
+	}
+	defer func() {
+		objs.Threads.Delete(tid)
+		objs.Conns.Delete(calibrationCookie)
+	}()
+	if err := objs.CalibrationTid.Set(tid); err != nil {
+		return 0, fmt.Errorf("calibrating: %w", err)
+	}
+	defer objs.CalibrationTid.Set(uint32(0))
+
+	best := ^uint64(0)
+	for range calibrationRounds {
+		var before, after uint64
+		if err := objs.CalibrationSyscallNs.Get(&before); err != nil {
+			return 0, fmt.Errorf("calibrating: %w", err)
+		}
+		start := threadCPUNs()
+		for range calibrationSyscalls {
+			unix.RawSyscall(unix.SYS_GETPPID, 0, 0, 0)
+		}
+		spent := threadCPUNs() - start
+		if err := objs.CalibrationSyscallNs.Get(&after); err != nil {
+			return 0, fmt.Errorf("calibrating: %w", err)
+		}
+		seen := after - before
+		if seen == 0 {
+			return 0, fmt.Errorf("calibrating: the syscall tracepoints saw none of %d syscalls", calibrationSyscalls)
+		}
+		if spent > seen {
+			best = min(best, (spent-seen)/calibrationSyscalls)
+		} else {
+			best = 0
+		}
+	}
+	return best, nil
+}
+
+// calibrationCookie names the made-up connection the calibrating thread
+// serves; socket cookies count up from 1 and never reach it.
+const calibrationCookie = uint64(1) << 63
+
+// serveFakeRequest makes the calibrating thread, on its CPU now, serve a
+// request on a made-up connection: its syscalls then take the programs' full
+// path, the one a server's do, and its cost is what gets measured.
+func serveFakeRequest(objs *reqprofObjects, tid uint32) error {
+	var c reqprofConnState
+	c.Rec.Target = calibrationTarget
+	c.Phase = phaseReading
+	c.Role = roleServer
+	if err := objs.Conns.Put(calibrationCookie, &c); err != nil {
+		return err
+	}
+	return objs.Threads.Put(tid, &reqprofThreadState{
+		Conn:       calibrationCookie,
+		RunStartNs: monotonicNs(),
+		Target:     calibrationTarget,
+		Mode:       modeUser,
+	})
+}
+
+func threadCPUNs() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return uint64(ts.Nano())
+}
+
+// hostMeta says where and when a run was made, so saved runs can be
+// checked for comparability.
+func hostMeta(syscallEntryNs uint64) report.Meta {
+	meta := report.Meta{StartedAt: time.Now().UTC(), SyscallEntryNs: syscallEntryNs}
+	meta.Host, _ = os.Hostname()
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		meta.Kernel = strings.TrimRight(string(uts.Release[:]), "\x00")
+	}
+	return meta
+}

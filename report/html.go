@@ -1,0 +1,309 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io"
+	"slices"
+	"strconv"
+)
+
+// WriteHTML writes s as a page that needs nothing but itself, to be opened
+// from a file or mailed: its style is inline, its charts are SVG drawn
+// here, and it runs no script. It shows the comparison table (of
+// s.Comparison, as Summarize, Combine or the caller set it), a bar per
+// target of its mean CPU per request split into user and kernel time, each
+// target's CPU histogram, and the run-to-run spread when s has one. Every
+// text from outside, such as comm, labels or warnings, is escaped.
+func WriteHTML(w io.Writer, s Summary) error {
+	page, err := newHTMLPage(s)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, page); err != nil {
+		return fmt.Errorf("report: rendering HTML: %w", err)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("report: writing HTML: %w", err)
+	}
+	return nil
+}
+
+// partColors fill the parts of the CPU bars, in the order their names
+// first appear, and histogramColor the histogram's bars, which must not be
+// mistaken for a part.
+var partColors = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#edc948", "#b07aa1"}
+
+const histogramColor = "#59a14f"
+
+// cpuPart is one stacked part of a target's mean CPU per request.
+type cpuPart struct {
+	Name string
+	Us   float64
+}
+
+// cpuParts splits t's mean CPU per request into the parts its bar stacks;
+// a finer split of kernel time, where the data has one, is drawn by
+// splitting the kernel part here. Means add up where percentiles do not,
+// so the parts make up the whole to within rounding.
+func cpuParts(t TargetSummary) []cpuPart {
+	return []cpuPart{{"user", t.UserUs.Mean}, {"kernel", t.KernelUs.Mean}}
+}
+
+type htmlPage struct {
+	Title      string
+	Facts      []string
+	Warnings   []string
+	TableTitle string
+	Header     []string
+	Rows       [][]string
+	Legend     []htmlLegend
+	Split      htmlChart
+	Targets    []htmlTarget
+	Spread     *htmlTable
+}
+
+type htmlTable struct {
+	Title  string
+	Header []string
+	Rows   [][]string
+}
+
+type htmlLegend struct{ Name, Color string }
+
+type htmlChart struct {
+	Width, Height int
+	Bars          []htmlBar
+	Texts         []htmlText
+}
+
+type htmlBar struct {
+	Class, X, Y, W, H, Color, Title string
+	Count                           int // histogram bars only
+}
+
+type htmlText struct {
+	X, Y, Anchor, Text string
+}
+
+type htmlTarget struct {
+	Name, Process, About string
+	Histogram            *htmlChart
+	NoHistogram          string // why there is none
+}
+
+// Sizes of the charts, in CSS pixels.
+const (
+	chartWidth      = 760
+	splitLabelWidth = 190
+	splitBarWidth   = 380
+	splitRowHeight  = 30
+	histHeight      = 220
+	histLeft        = 56
+	histRight       = 16
+	histTop         = 16
+	histBottom      = 44
+)
+
+func newHTMLPage(s Summary) (htmlPage, error) {
+	header, rows, err := comparisonCells(s.Targets, s.Comparison)
+	if err != nil {
+		return htmlPage{}, err
+	}
+	page := htmlPage{
+		Title:      "reqprof: CPU per request",
+		Warnings:   append(slices.Clone(s.Warnings), comparisonWarnings(s.Targets)...),
+		TableTitle: comparisonTitle(s.Targets, s.Comparison),
+		Header:     header,
+		Rows:       rows,
+	}
+	page.Split, page.Legend = splitChart(s.Targets)
+	for _, fact := range []struct{ name, value string }{
+		{"started", s.StartedAt}, {"host", s.Host}, {"kernel", s.Kernel}, {"reqprof", s.ReqprofVersion},
+	} {
+		if fact.value != "" {
+			page.Facts = append(page.Facts, fact.name+" "+fact.value)
+		}
+	}
+	if s.DurationS > 0 {
+		page.Facts = append(page.Facts, "window "+tenths(s.DurationS)+" s")
+	}
+	for _, t := range s.Targets {
+		ht := htmlTarget{
+			Name:    columnName(t),
+			Process: fmt.Sprintf("pid %d (%s)", t.PID, t.Comm),
+			About: fmt.Sprintf("%s %s, %s req/s", groupDigits(strconv.Itoa(t.Requests)),
+				plural(t.Requests, "finished request", "finished requests"), tenths(t.RequestsPerS)),
+		}
+		switch {
+		case t.CPUHistogram != nil:
+			chart := histogramChart(*t.CPUHistogram)
+			ht.Histogram = &chart
+		case t.Requests == 0:
+			ht.NoHistogram = "No finished requests to draw."
+		default:
+			ht.NoHistogram = "No histogram: the summary was written by a reqprof that made none."
+		}
+		page.Targets = append(page.Targets, ht)
+	}
+	if len(s.Spread) > 0 {
+		header, rows := spreadCells(s.Spread)
+		page.Spread = &htmlTable{Title: spreadTitle, Header: header, Rows: rows}
+	}
+	return page, nil
+}
+
+// splitChart draws a bar per target of its mean CPU per request, parts
+// stacked, all to one scale so that the bars compare, and its legend. A part
+// has the same colour in every bar, even where targets are split in
+// different parts.
+func splitChart(targets []TargetSummary) (htmlChart, []htmlLegend) {
+	chart := htmlChart{Width: chartWidth, Height: max(1, len(targets)) * splitRowHeight}
+	var legend []htmlLegend
+	colors := map[string]string{}
+	var longest float64
+	for _, t := range targets {
+		if t.Requests > 0 {
+			longest = max(longest, t.CPUUs.Mean)
+		}
+	}
+	for i, t := range targets {
+		top := float64(i * splitRowHeight)
+		middle := px(top + splitRowHeight/2 + 4)
+		// Combined runs can have a label many times: the PID tells them apart.
+		chart.Texts = append(chart.Texts, htmlText{X: "0", Y: middle, Anchor: "start", Text: shorten(describe(t), 28)})
+		if t.Requests == 0 {
+			chart.Texts = append(chart.Texts, htmlText{X: px(splitLabelWidth), Y: middle, Anchor: "start", Text: "no finished requests"})
+			continue
+		}
+		x := float64(splitLabelWidth)
+		for _, p := range cpuParts(t) {
+			if _, seen := colors[p.Name]; !seen {
+				colors[p.Name] = partColors[len(legend)%len(partColors)]
+				legend = append(legend, htmlLegend{p.Name, colors[p.Name]})
+			}
+			width := scaled(p.Us, longest, splitBarWidth)
+			chart.Bars = append(chart.Bars, htmlBar{
+				Class: "part", X: px(x), Y: px(top + 5), W: px(width), H: px(splitRowHeight - 10),
+				Color: colors[p.Name],
+				Title: fmt.Sprintf("%s: %s µs %s", columnName(t), tenths(p.Us), p.Name),
+			})
+			x += width
+		}
+		chart.Texts = append(chart.Texts, htmlText{X: px(x + 6), Y: middle, Anchor: "start", Text: tenths(t.CPUUs.Mean) + " µs"})
+	}
+	return chart, legend
+}
+
+// histogramChart draws h as bars of equal width, one per bucket: buckets
+// widen with CPU, so the axis is labelled at its ends and middle.
+func histogramChart(h Histogram) htmlChart {
+	chart := htmlChart{Width: chartWidth, Height: histHeight}
+	plotWidth := float64(chartWidth - histLeft - histRight)
+	plotHeight := float64(histHeight - histTop - histBottom)
+	bottom := float64(histTop) + plotHeight
+	slot := plotWidth / float64(len(h.Counts))
+	tallest := slices.Max(h.Counts)
+	for i, n := range h.Counts {
+		height := scaled(float64(n), float64(tallest), plotHeight)
+		chart.Bars = append(chart.Bars, htmlBar{
+			Class: "bin", X: px(histLeft + float64(i)*slot + 1), Y: px(bottom - height),
+			W: px(max(1, slot-2)), H: px(height), Color: histogramColor, Count: n,
+			Title: fmt.Sprintf("%s to %s µs: %s %s", tenths(h.EdgesUs[i]), tenths(h.EdgesUs[i+1]),
+				groupDigits(strconv.Itoa(n)), plural(n, "request", "requests")),
+		})
+	}
+	below := px(bottom + 18)
+	// One bucket has no middle edge of its own.
+	for _, i := range slices.Compact([]int{0, len(h.Counts) / 2, len(h.Counts)}) {
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case len(h.Counts):
+			anchor = "end"
+		}
+		chart.Texts = append(chart.Texts, htmlText{X: px(histLeft + float64(i)*slot), Y: below, Anchor: anchor, Text: tenths(h.EdgesUs[i])})
+	}
+	chart.Texts = append(chart.Texts,
+		htmlText{X: px(histLeft + plotWidth/2), Y: px(bottom + 38), Anchor: "middle", Text: "CPU µs per request"},
+		htmlText{X: px(histLeft - 6), Y: px(histTop + 10), Anchor: "end", Text: groupDigits(strconv.Itoa(tallest))},
+		htmlText{X: px(histLeft - 6), Y: px(bottom), Anchor: "end", Text: "0"},
+	)
+	return chart
+}
+
+// scaled is value's length on a scale where full is length, or 0 for
+// nothing to scale by.
+func scaled(value, full, length float64) float64 {
+	if full <= 0 || value <= 0 {
+		return 0
+	}
+	return value / full * length
+}
+
+// px formats a coordinate with one decimal, enough for any screen and the
+// same on every machine.
+func px(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+
+// shorten cuts s to at most n runes, so a long label cannot run into the
+// bars; the part's title still has it whole.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
+h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; } h3 { font-size: 14px; margin-bottom: 2px; }
+.facts, .about { color: #555; }
+.warning { color: #a40000; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; white-space: nowrap; }
+td:not(:first-child), th:not(:first-child) { text-align: right; }
+th { background: #f3f3f3; }
+svg text { font: 12px system-ui, sans-serif; fill: #222; }
+.legend span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 12px; vertical-align: middle; }
+</style>
+</head>
+<body>
+<h1>{{.Title}}</h1>
+{{if .Facts}}<p class="facts">{{range $i, $f := .Facts}}{{if $i}} · {{end}}{{$f}}{{end}}</p>{{end}}
+{{range .Warnings}}<p class="warning">WARNING: {{.}}</p>
+{{end}}
+<h2>{{.TableTitle}}</h2>
+{{template "table" .}}
+<h2>Mean CPU per request</h2>
+<p class="legend">{{range .Legend}}<span style="background: {{.Color}}"></span>{{.Name}}{{end}}</p>
+{{template "chart" .Split}}
+{{range .Targets}}
+<section class="target">
+<h3>{{.Name}}</h3>
+<p class="about">{{.Process}}: {{.About}}</p>
+{{with .Histogram}}{{template "chart" .}}{{else}}<p>{{.NoHistogram}}</p>{{end}}
+</section>
+{{end}}
+{{with .Spread}}<h2>{{.Title}}</h2>
+{{template "table" .}}{{end}}
+</body>
+</html>
+{{define "table"}}<table>
+<tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
+{{define "chart"}}<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}">
+{{range .Bars}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Color}}"{{if eq .Class "bin"}} data-count="{{.Count}}"{{end}}><title>{{.Title}}</title></rect>
+{{end}}{{range .Texts}}<text x="{{.X}}" y="{{.Y}}" text-anchor="{{.Anchor}}">{{.Text}}</text>
+{{end}}</svg>{{end}}
+`))
