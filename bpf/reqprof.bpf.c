@@ -679,33 +679,51 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	st->sched_at_in = next->se.sum_exec_runtime;
 	st->slice_cut_ns = 0;
 	st->interrupted_ns = 0;
+	struct target_stats *s = stats_of(next_plus1 - 1);
 	if (st->runnable_since_ns) {
-		charge_wait(st, now - st->runnable_since_ns);
+		__u64 runqueue_ns = now - st->runnable_since_ns;
+		COUNT(s, runqueue_ns, runqueue_ns);
+		COUNT(s, offcpu_ns, st->offcpu_pending_ns);
+		charge_wait(st, runqueue_ns);
 		st->runnable_since_ns = 0;
 	}
-	struct target_stats *s = stats_of(next_plus1 - 1);
 	COUNT(s, switch_ins, 1);
 	return 0;
 }
 
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(on_sched_wakeup, struct task_struct *p)
+static __always_inline void woken(struct task_struct *p)
 {
 	if (!enabled)
-		return 0;
+		return;
 	__u32 tgid = p->tgid;
-	if (!bpf_map_lookup_elem(&targets, &tgid))
-		return 0;
+	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
+	if (!target)
+		return;
 	__u32 tid = p->pid;
-	struct thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	/* A thread first seen here (new, or asleep since before the window)
+	 * gets its state now: its wait for a CPU counts. */
+	struct thread_state *st = thread_of(tid, *target, 0);
 	if (!st)
-		return 0;
+		return;
 	__u64 now = bpf_ktime_get_ns();
 	if (st->blocked_since_ns) {
 		st->offcpu_pending_ns += now - st->blocked_since_ns;
 		st->blocked_since_ns = 0;
 	}
 	st->runnable_since_ns = now;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_sched_wakeup, struct task_struct *p)
+{
+	woken(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_sched_wakeup_new, struct task_struct *p)
+{
+	woken(p);
 	return 0;
 }
 

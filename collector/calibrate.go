@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 )
 
 // calibrationRounds and calibrationSyscalls size the measurement of the
-// syscall entry cost: the least of a few rounds, so a round that was
-// preempted or interrupted does not count.
+// syscall entry cost: the median of a few rounds, so neither a round that
+// was preempted nor one luckier with caches than a server is decides.
 const (
 	calibrationRounds   = 5
 	calibrationSyscalls = 4000
@@ -58,7 +59,7 @@ func calibrateSyscallEntry(objs *reqprofObjects) (uint64, error) {
 	}
 	defer objs.CalibrationTid.Set(uint32(0))
 
-	best := ^uint64(0)
+	var perSyscall []uint64
 	for range calibrationRounds {
 		var before, after uint64
 		if err := objs.CalibrationSyscallNs.Get(&before); err != nil {
@@ -77,12 +78,13 @@ func calibrateSyscallEntry(objs *reqprofObjects) (uint64, error) {
 			return 0, fmt.Errorf("calibrating: the syscall tracepoints saw none of %d syscalls", calibrationSyscalls)
 		}
 		if spent > seen {
-			best = min(best, (spent-seen)/calibrationSyscalls)
+			perSyscall = append(perSyscall, (spent-seen)/calibrationSyscalls)
 		} else {
-			best = 0
+			perSyscall = append(perSyscall, 0)
 		}
 	}
-	return best, nil
+	slices.Sort(perSyscall)
+	return perSyscall[len(perSyscall)/2], nil
 }
 
 // calibrationCookie names the made-up connection the calibrating thread

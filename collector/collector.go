@@ -40,9 +40,11 @@ type Config struct {
 	// counting, with a one-line description, so load can start after it.
 	OnAttached func(line string)
 	// CaptureBytes is how many bytes of each request's first read are
-	// captured to name it (route, RPC method); 0 captures nothing. The
-	// bytes never leave the collector: only the derived name does.
+	// captured to name it (route, RPC method); 0 means MaxCaptureBytes.
+	// The bytes never leave the collector: only the derived name does.
 	CaptureBytes int
+	// NoPayload captures nothing: requests are named by port only.
+	NoPayload bool
 }
 
 // MaxCaptureBytes is PAYLOAD_MAX in bpf/reqprof.bpf.c.
@@ -80,7 +82,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, err
 	}
 
-	objs, err := load(cfg.CaptureBytes)
+	objs, err := load(cfg.capture())
 	if err != nil {
 		return report.Run{}, err
 	}
@@ -183,9 +185,19 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	return buildRun(objs, procs, res.names, meta, startNs, endNs, res.malformed)
 }
 
+func (cfg Config) capture() int {
+	switch {
+	case cfg.NoPayload:
+		return 0
+	case cfg.CaptureBytes == 0:
+		return MaxCaptureBytes
+	}
+	return cfg.CaptureBytes
+}
+
 func load(captureBytes int) (*reqprofObjects, error) {
 	if captureBytes < 0 || captureBytes > MaxCaptureBytes {
-		return nil, fmt.Errorf("capture bytes %d out of range 0..%d", captureBytes, MaxCaptureBytes)
+		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", captureBytes, MaxCaptureBytes)
 	}
 	spec, err := loadReqprof()
 	if err != nil {
@@ -241,6 +253,7 @@ func attachAll(objs *reqprofObjects) ([]link.Link, error) {
 	}{
 		{tpSchedSwitch, objs.OnSchedSwitch},
 		{tpSchedWakeup, objs.OnSchedWakeup},
+		{tpSchedWakeupNew, objs.OnSchedWakeupNew},
 		{tpSysEnter, objs.OnSysEnter},
 		{tpSysExit, objs.OnSysExit},
 		{tpSockRecvLength, objs.OnSockRecvLength},

@@ -77,6 +77,7 @@ func requestOf(r *reqprofRequestRecord) report.Request {
 	return report.Request{
 		TID:                 r.Tid,
 		Conn:                r.Conn,
+		Port:                r.LocalPort,
 		Start:               time.Duration(r.StartNs),
 		FirstWrite:          time.Duration(r.FirstWriteNs),
 		End:                 time.Duration(r.EndNs),

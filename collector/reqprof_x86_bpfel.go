@@ -134,6 +134,7 @@ const (
 	reqprofProgOnPageFaultUser     = "on_page_fault_user"
 	reqprofProgOnSchedSwitch       = "on_sched_switch"
 	reqprofProgOnSchedWakeup       = "on_sched_wakeup"
+	reqprofProgOnSchedWakeupNew    = "on_sched_wakeup_new"
 	reqprofProgOnSockRecvLength    = "on_sock_recv_length"
 	reqprofProgOnSockSendLength    = "on_sock_send_length"
 	reqprofProgOnSoftirqEntry      = "on_softirq_entry"
@@ -201,6 +202,7 @@ type reqprofProgramSpecs struct {
 	OnPageFaultUser    *ebpf.ProgramSpec `ebpf:"on_page_fault_user"`
 	OnSchedSwitch      *ebpf.ProgramSpec `ebpf:"on_sched_switch"`
 	OnSchedWakeup      *ebpf.ProgramSpec `ebpf:"on_sched_wakeup"`
+	OnSchedWakeupNew   *ebpf.ProgramSpec `ebpf:"on_sched_wakeup_new"`
 	OnSockRecvLength   *ebpf.ProgramSpec `ebpf:"on_sock_recv_length"`
 	OnSockSendLength   *ebpf.ProgramSpec `ebpf:"on_sock_send_length"`
 	OnSoftirqEntry     *ebpf.ProgramSpec `ebpf:"on_softirq_entry"`
@@ -308,6 +310,7 @@ type reqprofPrograms struct {
 	OnPageFaultUser    *ebpf.Program `ebpf:"on_page_fault_user"`
 	OnSchedSwitch      *ebpf.Program `ebpf:"on_sched_switch"`
 	OnSchedWakeup      *ebpf.Program `ebpf:"on_sched_wakeup"`
+	OnSchedWakeupNew   *ebpf.Program `ebpf:"on_sched_wakeup_new"`
 	OnSockRecvLength   *ebpf.Program `ebpf:"on_sock_recv_length"`
 	OnSockSendLength   *ebpf.Program `ebpf:"on_sock_send_length"`
 	OnSoftirqEntry     *ebpf.Program `ebpf:"on_softirq_entry"`
@@ -326,6 +329,7 @@ func (p *reqprofPrograms) Close() error {
 		p.OnPageFaultUser,
 		p.OnSchedSwitch,
 		p.OnSchedWakeup,
+		p.OnSchedWakeupNew,
 		p.OnSockRecvLength,
 		p.OnSockSendLength,
 		p.OnSoftirqEntry,

@@ -191,11 +191,11 @@ type Source struct {
 // the first summary is the baseline. Runs compare fairly only when taken
 // alike, so Warnings says when they were taken on different hosts, kernels
 // or reqprof versions, and keeps each summary's own warnings, prefixed with
-// its name. Host, Kernel, ReqprofVersion and DurationS are kept where every
-// summary agrees and left empty otherwise; StartedAt is the earliest. Each
-// summary's own comparison is dropped, as it was against its own baseline:
-// the result is compared afresh, with no floor, and has the Spread of the
-// summaries.
+// its name. Host, Kernel, ReqprofVersion, SyscallEntryNs and DurationS are
+// kept where every summary agrees and left empty otherwise; StartedAt is
+// the earliest. Each summary's own comparison is dropped, as it was against
+// its own baseline: the result is compared afresh, with no floor, and has
+// the Spread of the summaries.
 func Combine(sources []Source) Summary {
 	s := Summary{Targets: []TargetSummary{}}
 	runs := make([]Summary, 0, len(sources))
@@ -223,7 +223,8 @@ func Combine(sources []Source) Summary {
 			s.Warnings = append(s.Warnings, src.Name+": "+w)
 		}
 	}
-	s.DurationS = agreedDuration(runs)
+	s.SyscallEntryNs = agreedOrZero(runs, func(s Summary) uint64 { return s.SyscallEntryNs })
+	s.DurationS = agreedOrZero(runs, func(s Summary) float64 { return s.DurationS })
 	s.StartedAt = earliestStart(runs)
 	s.Comparison = compare(s, CompareOptions{})
 	s.Spread = Spread(runs)
@@ -267,17 +268,19 @@ func agreed(sources []Source, what string, get func(Summary) string) (value, war
 		what, strings.Join(each, ", "))
 }
 
-// agreedDuration is the runs' common window, or 0 when they differ.
-func agreedDuration(runs []Summary) float64 {
+// agreedOrZero is the value get gives for every run, or the zero value,
+// unknown, when they differ.
+func agreedOrZero[T comparable](runs []Summary, get func(Summary) T) T {
+	var zero T
 	if len(runs) == 0 {
-		return 0
+		return zero
 	}
 	for _, r := range runs {
-		if r.DurationS != runs[0].DurationS {
-			return 0
+		if get(r) != get(runs[0]) {
+			return zero
 		}
 	}
-	return runs[0].DurationS
+	return get(runs[0])
 }
 
 // earliestStart is the earliest StartedAt of runs, as written there, or ""
@@ -339,6 +342,10 @@ func comparisonTitle(targets []TargetSummary, c *Comparison) string {
 	return title
 }
 
+// topKernelCosts is how many of each target's largest kernel costs the
+// comparison shows.
+const topKernelCosts = 3
+
 // comparisonCells lays out targets and their comparison c (nil for none) as
 // the cells of a table with a column per target, for the terminal and the
 // page alike. It fails if c is not about targets.
@@ -383,6 +390,30 @@ func comparisonCells(targets []TargetSummary, c *Comparison) (header []string, r
 	row("cpu µs p99", us(func(t TargetSummary) float64 { return t.CPUUs.P99 }))
 	row("user µs mean", us(func(t TargetSummary) float64 { return t.UserUs.Mean }))
 	row("kernel µs mean", us(func(t TargetSummary) float64 { return t.KernelUs.Mean }))
+	// Older summaries have neither latency nor kernel costs: their rows
+	// appear only when some target has them.
+	if slices.ContainsFunc(targets, func(t TargetSummary) bool { return t.KernelBreakdownUs != nil }) {
+		for rank := range topKernelCosts {
+			row(fmt.Sprintf("kernel top %d", rank+1), func(_ int, t TargetSummary) string {
+				if t.KernelBreakdownUs == nil {
+					return "n/a"
+				}
+				return topKernelCost(t, rank)
+			})
+		}
+	}
+	if slices.ContainsFunc(targets, func(t TargetSummary) bool { return t.LatencyUs != nil }) {
+		latency := func(get func(Dist) float64) func(int, TargetSummary) string {
+			return func(_ int, t TargetSummary) string {
+				if t.LatencyUs == nil {
+					return "n/a"
+				}
+				return tenths(get(*t.LatencyUs))
+			}
+		}
+		row("latency µs mean", latency(func(d Dist) float64 { return d.Mean }))
+		row("latency µs p99", latency(func(d Dist) float64 { return d.P99 }))
+	}
 	if c == nil {
 		return header, rows, nil
 	}

@@ -9,14 +9,43 @@ import (
 
 // steadyRequests are n requests of about userNs + kernelNs of CPU: request i
 // adds i mod 10 tenths of jitterNs to each, so means and percentiles can be
-// worked out by hand.
+// worked out by hand. Each takes three times its CPU in wall time.
 func steadyRequests(n int, userNs, kernelNs, jitterNs uint64) []Request {
 	reqs := make([]Request, n)
 	for i := range reqs {
 		extra := uint64(i%10) * jitterNs / 10
-		reqs[i] = Request{UserNs: userNs + extra, KernelNs: kernelNs + extra/4, BytesIn: 120, BytesOut: 480}
+		r := Request{Route: "POST /mcp tools/call add", Port: 8080,
+			UserNs: userNs + extra, KernelNs: kernelNs + extra/4, BytesIn: 120, BytesOut: 480}
+		r.Start = time.Duration(i) * time.Millisecond
+		r.End = r.Start + time.Duration(3*r.CPUNs())
+		reqs[i] = r
 	}
 	return reqs
+}
+
+// causeShare is a cause's part of kernel time, and its calls per request.
+type causeShare struct {
+	cause           string
+	percent         uint64
+	callsPerRequest uint64
+}
+
+// sdkShares split the SDKs' kernel time: mostly writing the response.
+var sdkShares = []causeShare{
+	{"syscall:write", 50, 2}, {"syscall:read", 30, 1}, {"softirq:NET_RX", 15, 0}, {"irq", 5, 0},
+}
+
+// withBreakdown is t with its requests' kernel time split by shares.
+func withBreakdown(t Target, shares []causeShare) Target {
+	var kernelNs uint64
+	for _, r := range t.Requests {
+		kernelNs += r.KernelNs
+	}
+	t.KernelBreakdown = map[string]KernelCost{}
+	for _, s := range shares {
+		t.KernelBreakdown[s.cause] = KernelCost{Ns: kernelNs * s.percent / 100, Calls: s.callsPerRequest * uint64(len(t.Requests))}
+	}
+	return t
 }
 
 var benchMeta = Meta{
@@ -30,9 +59,11 @@ var benchMeta = Meta{
 // HTTP server to be the floor.
 func sdkTargets() []Target {
 	return []Target{
-		{PID: 2101, Comm: "server", Label: "rust-sdk", Threads: 4, Requests: steadyRequests(1250, 50_000, 25_000, 10_000)},
-		{PID: 2102, Comm: "python3", Label: "python-sdk", Threads: 8, Requests: steadyRequests(1200, 2_000_000, 400_000, 100_000)},
-		{PID: 2103, Comm: "bare-http", Label: "bare", Threads: 2, Requests: steadyRequests(1300, 8_000, 12_000, 2_000)},
+		withBreakdown(Target{PID: 2101, Comm: "server", Label: "rust-sdk", Threads: 4, Requests: steadyRequests(1250, 50_000, 25_000, 10_000)}, sdkShares),
+		withBreakdown(Target{PID: 2102, Comm: "python3", Label: "python-sdk", Threads: 8, Requests: steadyRequests(1200, 2_000_000, 400_000, 100_000)}, sdkShares),
+		// The bare server makes one write: it needs no read to answer.
+		withBreakdown(Target{PID: 2103, Comm: "bare-http", Label: "bare", Threads: 2, Requests: steadyRequests(1300, 8_000, 12_000, 2_000)},
+			[]causeShare{{"syscall:write", 70, 1}, {"softirq:NET_RX", 30, 0}}),
 	}
 }
 
@@ -46,7 +77,7 @@ func comparisonCases() []comparisonCase {
 	return []comparisonCase{
 		{"sdks_with_floor", Run{Meta: benchMeta, Duration: 10 * time.Second, Targets: sdkTargets()},
 			CompareOptions{WithFloor: true, Floor: 2}},
-		{"two_targets_partial", goldenCases()[1].run, CompareOptions{}},
+		{"two_targets_partial", twoTargetsPartialRun(), CompareOptions{}},
 		// No labels; one target idle, the others loaded 20x apart.
 		{"uneven_load", Run{Duration: 5 * time.Second, Targets: []Target{
 			{PID: 31, Comm: "light", Requests: steadyRequests(10, 30_000, 10_000, 1_000)},
@@ -98,6 +129,7 @@ func repeatSources() []Source {
 		for j, userNs := range []uint64{50_000, 2_000_000} {
 			targets[j].PID += 100 * i
 			targets[j].Requests = steadyRequests(1000+100*i, userNs*driftPercent/100, 25_000, 10_000)
+			targets[j] = withBreakdown(targets[j], sdkShares)
 		}
 		run := Run{Meta: meta, Duration: 10 * time.Second, Targets: targets}
 		sources = append(sources, Source{Name: name, Summary: Summarize(run)})

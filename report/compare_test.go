@@ -159,6 +159,19 @@ func TestCombineKeepsWhatSourcesAgreeOn(t *testing.T) {
 			t.Errorf("host %q, warnings %q; want neither", got.Host, got.Warnings)
 		}
 	})
+	t.Run("syscall entry cost", func(t *testing.T) {
+		measured := func(ns uint64) Summary {
+			s := run("h", "", 10, 1)
+			s.SyscallEntryNs = ns
+			return s
+		}
+		if got := Combine([]Source{{"a.json", measured(85)}, {"b.json", measured(85)}}); got.SyscallEntryNs != 85 {
+			t.Errorf("syscall entry cost %d, want the 85 ns both agree on", got.SyscallEntryNs)
+		}
+		if got := Combine([]Source{{"a.json", measured(85)}, {"b.json", measured(120)}}); got.SyscallEntryNs != 0 {
+			t.Errorf("syscall entry cost %d, want 0, unknown, for runs that differ", got.SyscallEntryNs)
+		}
+	})
 	t.Run("different hosts and windows", func(t *testing.T) {
 		b := run("h2", "", 5, 2)
 		b.Warnings = []string{"runs were taken on different kernels: ..."}
@@ -224,6 +237,14 @@ func TestWriteComparisonEscapesControlCharacters(t *testing.T) {
 	}
 }
 
+const zeroDist = `{"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0}`
+
+// route is a route of no time, with the fields given.
+func route(fields string) string {
+	return `{"route": "GET /", ` + fields + `, "cpu_us": ` + zeroDist + `, "user_us": ` + zeroDist +
+		`, "kernel_us": ` + zeroDist + `, "latency_us": ` + zeroDist + `}`
+}
+
 func TestReadJSONRejectsBadAdditions(t *testing.T) {
 	withTarget := func(extra string) string {
 		return strings.Replace(minimalSummary, `"pid": 1,`, `"pid": 1, `+extra+`,`, 1)
@@ -240,6 +261,19 @@ func TestReadJSONRejectsBadAdditions(t *testing.T) {
 		{"histogram negative count", withTarget(`"cpu_histogram": {"edges_us": [1, 2, 3], "counts": [-1, 1]}`), "counts[0] is -1"},
 		{"comparison of other targets", strings.Replace(minimalSummary, `"duration_s": 1`, `"duration_s": 1, "comparison": {"baseline_pid": 1, "targets": []}`, 1), "comparison has 0 targets"},
 		{"floor not a target", strings.Replace(minimalSummary, `"duration_s": 1`, `"duration_s": 1, "comparison": {"baseline_pid": 1, "floor_index": 1, "targets": [{"pid": 1}]}`, 1), "floor_index is 1"},
+		{"negative kernel cost", withTarget(`"kernel_breakdown_us": {"irq": 1, "syscall:write": -2}`), "targets[0].kernel_breakdown_us has -2"},
+		{"calls beyond any count", withTarget(`"kernel_breakdown_calls": {"syscall:write": 1e30}`), "targets[0].kernel_breakdown_calls has 1e+30"},
+		{"negative page faults", withTarget(`"page_faults_per_request": -1`), "targets[0].page_faults_per_request has -1"},
+		{"negative switches", withTarget(`"ctx_switches_per_request": {"voluntary": 1, "involuntary": -1}`), "targets[0].ctx_switches_per_request has -1"},
+		{"switches half given", withTarget(`"ctx_switches_per_request": {"voluntary": 1}`), `targets[0].ctx_switches_per_request has no "involuntary"`},
+		{"negative wait total", withTarget(`"offcpu_total_us": -5`), "targets[0].offcpu_total_us has -5"},
+		{"latency without p99", withTarget(`"latency_us": {"mean": 1, "p50": 1, "p90": 1, "max": 1}`), `targets[0].latency_us has no "p99"`},
+		{"negative run-queue wait", withTarget(`"runqueue_us": {"mean": -1, "p50": 1, "p90": 1, "p99": 1, "max": 1}`), "targets[0].runqueue_us has -1"},
+		{"route without latency", withTarget(`"routes": [{"route": "GET /", "requests": 0, "cpu_us": ` + zeroDist + `, "user_us": ` + zeroDist + `, "kernel_us": ` + zeroDist + `}]`), `targets[0].routes[0] has no "latency_us"`},
+		{"routes of more requests", withTarget(`"routes": [` + route(`"requests": 2`) + `]`), "targets[0].routes[0].requests is 2"},
+		{"routes of fewer requests", strings.Replace(withTarget(`"routes": [`+route(`"requests": 1`)+`]`), `"comm": "x", "requests": 0`, `"comm": "x", "requests": 2`, 1), "targets[0].routes: requests add up to 1, want the target's, 2"},
+		{"negative route requests", withTarget(`"routes": [` + route(`"requests": -1`) + `]`), "targets[0].routes[0].requests is -1"},
+		{"route mean beyond any measure", strings.Replace(withTarget(`"routes": [`+route(`"requests": 0`)+`]`), `"route": "GET /", "requests": 0, "cpu_us": {"mean": 0`, `"route": "GET /", "requests": 0, "cpu_us": {"mean": 1e300`, 1), "targets[0].routes[0].cpu_us has 1e+300"},
 		{"negative spread runs", strings.Replace(minimalSummary, `"duration_s": 1`, `"duration_s": 1, "spread": [{"target": "x", "runs": -2}]`, 1), "spread[0].runs is -2"},
 	}
 	for _, c := range cases {

@@ -14,22 +14,48 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 type goldenCase struct {
-	name string
-	run  Run
+	name      string
+	run       Run
+	summarize SummarizeOptions
+	table     TableOptions
 }
 
 // requestsOneTo200 are 200 requests whose CPU is 1 µs, 2 µs, ... 200 µs,
-// split 65% user and 35% kernel, so every figure can be checked by hand.
+// split 65% user and 35% kernel, and whose other figures grow with i too,
+// so every figure can be checked by hand.
 func requestsOneTo200() []Request {
 	var reqs []Request
 	for i := uint64(1); i <= 200; i++ {
+		start := time.Duration(i) * 50 * time.Millisecond
+		// 120 of one route, 60 of another, 20 health checks on a port of
+		// their own.
+		route, port := "GET /users/{id}", uint16(8000)
+		switch {
+		case i%10 == 9:
+			route, port = "GET /health", 9090
+		case i%10 >= 6:
+			route = "POST /users"
+		}
 		reqs = append(reqs, Request{
-			TID:      4243,
-			Conn:     0xffff888100000000 + i%4,
-			Start:    time.Duration(i) * 50 * time.Millisecond,
-			End:      time.Duration(i)*50*time.Millisecond + 2*time.Millisecond,
-			UserNs:   650 * i,
-			KernelNs: 350 * i,
+			TID:        4243,
+			Conn:       0xffff888100000000 + i%4,
+			Route:      route,
+			Port:       port,
+			Start:      start,
+			FirstWrite: start + 1500*time.Microsecond,
+			End:        start + 2*time.Millisecond,
+			UserNs:     650 * i,
+			KernelNs:   350 * i,
+			SyscallNs:  300 * i,
+			SoftirqNs:  40 * i,
+			IrqNs:      10 * i,
+			RunqueueNs: 20_000 + 200*i,
+			OffCPUNs:   1_500_000 + 1000*i,
+			PageFaults: uint32(i % 4),
+
+			VoluntarySwitches:   2,
+			InvoluntarySwitches: uint32(i/10 - (i-1)/10), // every tenth request
+
 			BytesIn:  78,
 			BytesOut: 100 + 40*(i%2), // alternately 100 and 140: mean 120
 		})
@@ -37,52 +63,95 @@ func requestsOneTo200() []Request {
 	return reqs
 }
 
+// breakdownOneTo200 is the kernel time of requestsOneTo200 by cause: their
+// 300·i ns of syscalls, 40·i of softirqs and 10·i of irqs, summed over i,
+// in 16 causes whose long tail folds.
+var breakdownOneTo200 = map[string]KernelCost{
+	"syscall:write":                   {Ns: 2_600_000, Calls: 400},
+	"syscall:read":                    {Ns: 1_500_000, Calls: 400},
+	"syscall:epoll_wait":              {Ns: 900_000, Calls: 200},
+	"syscall:sendto":                  {Ns: 400_000, Calls: 200},
+	"syscall:futex":                   {Ns: 250_000, Calls: 90},
+	"syscall:openat":                  {Ns: 120_000, Calls: 20},
+	"syscall:close":                   {Ns: 80_000, Calls: 20},
+	"syscall:fstat":                   {Ns: 60_000, Calls: 20},
+	"syscall:other":                   {Ns: 50_000, Calls: 7},
+	"syscall:mmap":                    {Ns: 40_000, Calls: 3},
+	"syscall:(entered before attach)": {Ns: 30_000, Calls: 2},
+	"softirq:NET_RX":                  {Ns: 600_000},
+	"softirq:TIMER":                   {Ns: 150_000},
+	"softirq:RCU":                     {Ns: 40_000},
+	"softirq:SCHED":                   {Ns: 14_000},
+	"irq":                             {Ns: 201_000},
+}
+
+func oneTargetRun() Run {
+	return Run{
+		Meta:     Meta{SyscallEntryNs: 85},
+		Duration: 10 * time.Second,
+		Targets: []Target{{
+			PID: 4242, Comm: "uvicorn", Threads: 4,
+			Requests:           requestsOneTo200(),
+			KernelBreakdown:    breakdownOneTo200,
+			RunqueueNs:         12_345_678,
+			OffCPUNs:           38_765_432_100,
+			UnfinishedRequests: 2, UnfinishedNs: 3_500_000,
+			UnattributedNs: 1_234_567, BetweenRequestsNs: 234_567,
+			SchedCPUNs: 24_900_000,
+		}},
+	}
+}
+
+func twoTargetsPartialRun() Run {
+	return Run{
+		Duration: 2500 * time.Millisecond,
+		// Out of PID order: the summary keeps the given order.
+		Targets: []Target{
+			{
+				PID: 111, Comm: "server", Label: "rust-sdk", Threads: 2,
+				Requests: []Request{
+					{Route: "POST /mcp tools/call add", End: 400 * time.Microsecond, UserNs: 120_000, KernelNs: 30_000, BytesIn: 300, BytesOut: 1_500},
+					{Route: "POST /mcp tools/call add", End: 300 * time.Microsecond, UserNs: 80_000, KernelNs: 20_000, BytesIn: 300, BytesOut: 1_500},
+					{Route: "POST /mcp tools/list", End: 900 * time.Microsecond, UserNs: 300_000, KernelNs: 100_000, BytesIn: 310, BytesOut: 1_520},
+					{Route: "POST /mcp tools/call add", End: 350 * time.Microsecond, UserNs: 95_000, KernelNs: 5_000, BytesIn: 290, BytesOut: 1_480},
+				},
+				KernelBreakdown: map[string]KernelCost{
+					"syscall:write": {Ns: 100_000, Calls: 8}, "syscall:read": {Ns: 40_000, Calls: 4}, "softirq:NET_RX": {Ns: 15_000},
+				},
+				UnattributedNs: 3_250_000,
+				SchedCPUNs:     5_000_000, // reqprof saw 80%
+				LostEvents:     17,
+			},
+			{
+				PID: 99, Comm: "calserver", Label: "go-sdk", Threads: 9,
+				// A client chose this route's name: it must not reach
+				// the terminal as an escape sequence.
+				Requests: []Request{
+					{Route: "POST /mcp\x1b[2J", End: 200 * time.Microsecond, UserNs: 40_000, KernelNs: 60_000, BytesIn: 64, BytesOut: 2_048},
+					{Route: "POST /mcp\x1b[2J", End: 210 * time.Microsecond, UserNs: 45_500, KernelNs: 61_000, BytesIn: 64, BytesOut: 2_048},
+					{Route: "POST /mcp\x1b[2J", End: 190 * time.Microsecond, UserNs: 39_000, KernelNs: 58_000, BytesIn: 64, BytesOut: 2_048},
+				},
+				UnattributedNs: 1_496_500,
+				SchedCPUNs:     1_800_000, // reqprof saw 100%
+				Exited:         true,
+			},
+		},
+	}
+}
+
 func goldenCases() []goldenCase {
 	return []goldenCase{
-		{"one_target", Run{
-			Duration: 10 * time.Second,
-			Targets: []Target{{
-				PID: 4242, Comm: "uvicorn", Threads: 4,
-				Requests:           requestsOneTo200(),
-				UnfinishedRequests: 2, UnfinishedNs: 3_500_000,
-				UnattributedNs: 1_234_567, BetweenRequestsNs: 234_567,
-				SchedCPUNs: 24_900_000,
-			}},
-		}},
-		{"two_targets_partial", Run{
-			Duration: 2500 * time.Millisecond,
-			// Out of PID order: the summary keeps the given order.
-			Targets: []Target{
-				{
-					PID: 111, Comm: "server", Label: "rust-sdk", Threads: 2,
-					Requests: []Request{
-						{UserNs: 120_000, KernelNs: 30_000, BytesIn: 300, BytesOut: 1_500},
-						{UserNs: 80_000, KernelNs: 20_000, BytesIn: 300, BytesOut: 1_500},
-						{UserNs: 300_000, KernelNs: 100_000, BytesIn: 310, BytesOut: 1_520},
-						{UserNs: 95_000, KernelNs: 5_000, BytesIn: 290, BytesOut: 1_480},
-					},
-					UnattributedNs: 3_250_000,
-					SchedCPUNs:     5_000_000, // reqprof saw 80%
-					LostEvents:     17,
-				},
-				{
-					PID: 99, Comm: "calserver", Label: "go-sdk", Threads: 9,
-					Requests: []Request{
-						{UserNs: 40_000, KernelNs: 60_000, BytesIn: 64, BytesOut: 2_048},
-						{UserNs: 45_500, KernelNs: 61_000, BytesIn: 64, BytesOut: 2_048},
-						{UserNs: 39_000, KernelNs: 58_000, BytesIn: 64, BytesOut: 2_048},
-					},
-					UnattributedNs: 1_496_500,
-					SchedCPUNs:     1_800_000, // reqprof saw 100%
-					Exited:         true,
-				},
-			},
-		}},
-		{"zero_requests", Run{
+		{name: "one_target", run: oneTargetRun()},
+		{name: "one_target_by_port_all_syscalls", run: oneTargetRun(),
+			summarize: SummarizeOptions{GroupBy: GroupByPort}, table: TableOptions{AllSyscalls: true}},
+		{name: "one_target_no_routes", run: oneTargetRun(), summarize: SummarizeOptions{GroupBy: GroupByNone}},
+		{name: "two_targets_partial", run: twoTargetsPartialRun()},
+		{name: "zero_requests", run: Run{
 			Duration: 5 * time.Second,
 			Targets: []Target{{
 				PID: 7, Comm: "idle", Threads: 1,
 				UnattributedNs: 2_000_000,
+				RunqueueNs:     1_000, OffCPUNs: 4_999_000_000,
 			}},
 		}},
 	}
@@ -94,9 +163,9 @@ func goldenCases() []goldenCase {
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases() {
 		t.Run(c.name, func(t *testing.T) {
-			s := Summarize(c.run)
+			s := SummarizeWith(c.run, c.summarize)
 			var table, js bytes.Buffer
-			if err := WriteTable(&table, s); err != nil {
+			if err := WriteTableWith(&table, s, c.table); err != nil {
 				t.Fatal(err)
 			}
 			if err := WriteJSON(&js, s); err != nil {

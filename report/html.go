@@ -5,17 +5,20 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // WriteHTML writes s as a page that needs nothing but itself, to be opened
 // from a file or mailed: its style is inline, its charts are SVG drawn
 // here, and it runs no script. It shows the comparison table (of
 // s.Comparison, as Summarize, Combine or the caller set it), a bar per
-// target of its mean CPU per request split into user and kernel time, each
-// target's CPU histogram, and the run-to-run spread when s has one. Every
-// text from outside, such as comm, labels or warnings, is escaped.
+// target of its mean CPU per request split into user time and kinds of
+// kernel time, each target's distributions, kernel costs, routes and CPU
+// histogram, and the run-to-run spread when s has one. Every text from
+// outside, such as comm, labels, routes or warnings, is escaped.
 func WriteHTML(w io.Writer, s Summary) error {
 	page, err := newHTMLPage(s)
 	if err != nil {
@@ -44,12 +47,32 @@ type cpuPart struct {
 	Us   float64
 }
 
-// cpuParts splits t's mean CPU per request into the parts its bar stacks;
-// a finer split of kernel time, where the data has one, is drawn by
-// splitting the kernel part here. Means add up where percentiles do not,
-// so the parts make up the whole to within rounding.
+// cpuParts splits t's mean CPU per request into the parts its bar stacks:
+// user time, and kernel time by kind of cause where the summary has its
+// causes. Means add up where percentiles do not, so the parts make up the
+// whole to within rounding. Parts of no time are left out.
 func cpuParts(t TargetSummary) []cpuPart {
-	return []cpuPart{{"user", t.UserUs.Mean}, {"kernel", t.KernelUs.Mean}}
+	parts := []cpuPart{{"user", t.UserUs.Mean}}
+	if t.KernelBreakdownUs == nil {
+		parts = append(parts, cpuPart{"kernel", t.KernelUs.Mean})
+	} else {
+		kinds := []cpuPart{{"syscalls", 0}, {"softirq", 0}, {"irq", 0}, {"other kernel", 0}}
+		// In order of cause, so that the sums come out the same every time.
+		for _, cause := range slices.Sorted(maps.Keys(t.KernelBreakdownUs)) {
+			kind := &kinds[3]
+			switch prefix, _, _ := strings.Cut(cause, ":"); prefix {
+			case "syscall":
+				kind = &kinds[0]
+			case "softirq":
+				kind = &kinds[1]
+			case "irq":
+				kind = &kinds[2]
+			}
+			kind.Us += t.KernelBreakdownUs[cause]
+		}
+		parts = append(parts, kinds...)
+	}
+	return slices.DeleteFunc(parts, func(p cpuPart) bool { return p.Us <= 0 })
 }
 
 type htmlPage struct {
@@ -69,6 +92,7 @@ type htmlTable struct {
 	Title  string
 	Header []string
 	Rows   [][]string
+	Note   string // said under the table
 }
 
 type htmlLegend struct{ Name, Color string }
@@ -90,6 +114,7 @@ type htmlText struct {
 
 type htmlTarget struct {
 	Name, Process, About string
+	Tables               []htmlTable
 	Histogram            *htmlChart
 	NoHistogram          string // why there is none
 }
@@ -137,6 +162,16 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 			About: fmt.Sprintf("%s %s, %s req/s", groupDigits(strconv.Itoa(t.Requests)),
 				plural(t.Requests, "finished request", "finished requests"), tenths(t.RequestsPerS)),
 		}
+		if t.Requests > 0 {
+			header, rows := distCells(t)
+			ht.Tables = append(ht.Tables, htmlTable{Title: "µs per finished request", Header: header, Rows: rows, Note: timeSplit(t)})
+		}
+		if header, rows := kernelCostCells(t, false); rows != nil {
+			ht.Tables = append(ht.Tables, htmlTable{Title: kernelCostTitle(s.SyscallEntryNs), Header: header, Rows: rows})
+		}
+		if header, rows := routeCells(t); rows != nil {
+			ht.Tables = append(ht.Tables, htmlTable{Title: routesTitle, Header: header, Rows: rows})
+		}
 		switch {
 		case t.CPUHistogram != nil:
 			chart := histogramChart(*t.CPUHistogram)
@@ -163,10 +198,16 @@ func splitChart(targets []TargetSummary) (htmlChart, []htmlLegend) {
 	chart := htmlChart{Width: chartWidth, Height: max(1, len(targets)) * splitRowHeight}
 	var legend []htmlLegend
 	colors := map[string]string{}
+	// The longest bar, as drawn: a summary read from a file can have
+	// parts that add up to more than its mean CPU.
 	var longest float64
 	for _, t := range targets {
 		if t.Requests > 0 {
-			longest = max(longest, t.CPUUs.Mean)
+			var sum float64
+			for _, p := range cpuParts(t) {
+				sum += p.Us
+			}
+			longest = max(longest, sum)
 		}
 	}
 	for i, t := range targets {
@@ -267,6 +308,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <style>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; } h3 { font-size: 14px; margin-bottom: 2px; }
+h4 { font-size: 13px; font-weight: normal; color: #555; margin: 12px 0 4px; }
 .facts, .about { color: #555; }
 .warning { color: #a40000; }
 table { border-collapse: collapse; }
@@ -291,7 +333,10 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 <section class="target">
 <h3>{{.Name}}</h3>
 <p class="about">{{.Process}}: {{.About}}</p>
-{{with .Histogram}}{{template "chart" .}}{{else}}<p>{{.NoHistogram}}</p>{{end}}
+{{range .Tables}}<h4>{{.Title}}</h4>
+{{template "table" .}}
+{{with .Note}}<p>{{.}}</p>
+{{end}}{{end}}{{with .Histogram}}{{template "chart" .}}{{else}}<p>{{.NoHistogram}}</p>{{end}}
 </section>
 {{end}}
 {{with .Spread}}<h2>{{.Title}}</h2>

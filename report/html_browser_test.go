@@ -90,8 +90,12 @@ func TestHTMLInChromium(t *testing.T) {
 		if tall != drawn {
 			t.Errorf("%d bars have height, want one per bucket with requests: %d", tall, drawn)
 		}
-		if parts := partPattern.FindAllStringSubmatch(dom, -1); len(parts) != 2*len(s.Targets) {
-			t.Errorf("browser built %d parts of CPU bars, want user and kernel for each of %d targets", len(parts), len(s.Targets))
+		var want int
+		for _, target := range s.Targets {
+			want += len(cpuParts(target))
+		}
+		if parts := partPattern.FindAllStringSubmatch(dom, -1); len(parts) != want {
+			t.Errorf("browser built %d parts of CPU bars, want %d", len(parts), want)
 		}
 	})
 
@@ -108,7 +112,7 @@ func TestHTMLInChromium(t *testing.T) {
 		// A bar of 1,300 requests' histogram is 20 px wide or so and up to
 		// 160 high; a CPU part is at least a few px wide and 20 high.
 		for name, hex := range map[string]string{
-			"histogram": histogramColor, "user": partColors[0], "kernel": partColors[1],
+			"histogram": histogramColor, "user": partColors[0], "syscalls": partColors[1],
 		} {
 			if n := counts[parseHex(t, hex)]; n < 300 {
 				t.Errorf("%d pixels of the %s colour %s: its bars were not painted", n, name, hex)

@@ -60,19 +60,29 @@ func TestHTMLEscapesText(t *testing.T) {
 		Meta:     Meta{Host: `<img src=x onerror=alert(1)>`},
 		Duration: time.Second,
 		Targets: []Target{
-			{PID: 1, Comm: `"><script>alert(1)</script>`, Label: "<b>sdk</b>", Requests: steadyRequests(3, 1000, 1000, 0)},
+			{PID: 1, Comm: `"><script>alert(1)</script>`, Label: "<b>sdk</b>", Requests: routed(steadyRequests(3, 1000, 1000, 0), "GET /<i>x</i>")},
 			{PID: 2, Comm: "</title><svg onload=alert(1)>", Requests: steadyRequests(3, 1000, 1000, 0), Exited: true},
 		},
 	})
 	page := writeHTMLString(t, s)
-	for _, markup := range []string{"<script>", "<img", "<b>", "<svg onload", "</title><svg"} {
+	for _, markup := range []string{"<script>", "<img", "<b>", "<svg onload", "</title><svg", "<i>"} {
 		if strings.Contains(page, markup) {
 			t.Errorf("page has %q unescaped", markup)
 		}
 	}
-	if !strings.Contains(page, "&lt;b&gt;sdk&lt;/b&gt;") {
-		t.Errorf("page lacks the escaped label")
+	for _, escaped := range []string{"&lt;b&gt;sdk&lt;/b&gt;", "GET /&lt;i&gt;x&lt;/i&gt;"} {
+		if !strings.Contains(page, escaped) {
+			t.Errorf("page lacks %q", escaped)
+		}
 	}
+}
+
+// routed is reqs, every one asking for route.
+func routed(reqs []Request, route string) []Request {
+	for i := range reqs {
+		reqs[i].Route = route
+	}
+	return reqs
 }
 
 // Each bucket is drawn as a bar as tall as its count, each part of the CPU
@@ -100,7 +110,9 @@ func TestHTMLCharts(t *testing.T) {
 		}
 	}
 	parts := partPattern.FindAllStringSubmatch(page, -1)
-	if want := 2 * 3; len(parts) != want {
+	// User, syscalls, softirq and irq for the SDKs; the bare server has no
+	// irq time.
+	if want := 4 + 4 + 3; len(parts) != want {
 		t.Errorf("%d parts of CPU bars, want %d", len(parts), want)
 	}
 	for _, p := range parts {

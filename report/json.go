@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -24,22 +26,28 @@ func WriteJSON(w io.Writer, s Summary) error {
 
 // Keys a summary must have to be read: those of the JSON contract other
 // tools rely on. Keys added to it later are optional, and unknown keys are
-// ignored, so an older reqprof can still read a newer one's summary.
+// ignored, so an older reqprof can still read a newer one's summary. An
+// optional key, when present, must have the keys its kind of value has.
 var (
 	requiredSummaryKeys = []string{"duration_s", "targets"}
 	requiredTargetKeys  = []string{
 		"pid", "comm", "requests", "cpu_us", "user_us", "kernel_us",
 		"process_cpu_us", "attributed_cpu_us", "unattributed_cpu_us", "lost_events",
 	}
-	targetDistKeys   = []string{"cpu_us", "user_us", "kernel_us"}
-	requiredDistKeys = []string{"mean", "p50", "p90", "p99", "max"}
+	targetDistKeys         = []string{"cpu_us", "user_us", "kernel_us"}
+	optionalTargetDistKeys = []string{"runqueue_us", "offcpu_us", "latency_us", "first_byte_us"}
+	requiredDistKeys       = []string{"mean", "p50", "p90", "p99", "max"}
+	requiredCtxSwitchKeys  = []string{"voluntary", "involuntary"}
+	requiredRouteKeys      = []string{"route", "requests", "cpu_us", "user_us", "kernel_us", "latency_us"}
+	routeDistKeys          = []string{"cpu_us", "user_us", "kernel_us", "latency_us"}
 )
 
 // ReadJSON reads a summary written by WriteJSON. It rejects anything that is
 // not one JSON object of that shape: invalid JSON, trailing data, a value of
 // the wrong type, a missing required key, a negative count or duration, a
-// per-request figure no measurement can give, a histogram or comparison
-// that does not fit its targets, or a started_at that is not RFC 3339.
+// per-request figure no measurement can give, a histogram, routes or
+// comparison that do not fit their targets, or a started_at that is not
+// RFC 3339.
 func ReadJSON(r io.Reader) (Summary, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -55,14 +63,25 @@ func ReadJSON(r io.Reader) (Summary, error) {
 	if err := checkRanges(s); err != nil {
 		return Summary{}, fmt.Errorf("report: invalid reqprof summary: %w", err)
 	}
-	// Summarize never makes these nil; matching it keeps a summary equal to
-	// itself after a write and a read.
+	// Summarize never makes these nil, nor the optional ones empty (they
+	// are absent instead); matching it keeps a summary equal to itself
+	// after a write and a read.
 	if s.Targets == nil {
 		s.Targets = []TargetSummary{}
 	}
 	for i := range s.Targets {
-		if s.Targets[i].Warnings == nil {
-			s.Targets[i].Warnings = []string{}
+		t := &s.Targets[i]
+		if t.Warnings == nil {
+			t.Warnings = []string{}
+		}
+		if len(t.KernelBreakdownUs) == 0 {
+			t.KernelBreakdownUs = nil
+		}
+		if len(t.KernelBreakdownCalls) == 0 {
+			t.KernelBreakdownCalls = nil
+		}
+		if len(t.Routes) == 0 {
+			t.Routes = nil
 		}
 	}
 	if s.Comparison != nil && s.Comparison.Warnings == nil {
@@ -90,14 +109,54 @@ func checkRequiredKeys(data []byte) error {
 		if err := requireKeys(t, where, requiredTargetKeys); err != nil {
 			return err
 		}
-		for _, key := range targetDistKeys {
-			var dist map[string]json.RawMessage
-			if err := json.Unmarshal(t[key], &dist); err != nil {
+		if err := requireObjectKeys(t, where, targetDistKeys, requiredDistKeys, false); err != nil {
+			return err
+		}
+		if err := requireObjectKeys(t, where, optionalTargetDistKeys, requiredDistKeys, true); err != nil {
+			return err
+		}
+		if err := requireObjectKeys(t, where, []string{"ctx_switches_per_request"}, requiredCtxSwitchKeys, true); err != nil {
+			return err
+		}
+		raw, ok := t["routes"]
+		if !ok {
+			continue
+		}
+		var routes []map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &routes); err != nil {
+			return err
+		}
+		for j, r := range routes {
+			where := fmt.Sprintf("%s.routes[%d]", where, j)
+			if err := requireKeys(r, where, requiredRouteKeys); err != nil {
 				return err
 			}
-			if err := requireKeys(dist, where+"."+key, requiredDistKeys); err != nil {
+			if err := requireObjectKeys(r, where, routeDistKeys, requiredDistKeys, false); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// requireObjectKeys checks that each of object's values at keys is an
+// object with the keys required. An optional key may be absent, or null,
+// which reads as absent.
+func requireObjectKeys(object map[string]json.RawMessage, where string, keys, required []string, optional bool) error {
+	for _, key := range keys {
+		raw, ok := object[key]
+		if !ok && optional {
+			continue
+		}
+		var inner map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &inner); err != nil {
+			return err
+		}
+		if inner == nil && optional {
+			continue
+		}
+		if err := requireKeys(inner, where+"."+key, required); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -115,10 +174,13 @@ func requireKeys(object map[string]json.RawMessage, where string, keys []string)
 	return nil
 }
 
-// maxPerRequestUs is 2^64 ns in µs: no per-request figure reqprof measures
-// can be larger. Bounding them keeps every sum, ratio and drawing made of
-// them finite.
-var maxPerRequestUs = math.Ldexp(1, 64) / 1000
+// maxPerRequestUs is 2^64 ns in µs, and maxPerRequestCount 2^64: no
+// per-request figure reqprof measures can be larger. Bounding them keeps
+// every sum, ratio and drawing made of them finite.
+var (
+	maxPerRequestUs    = math.Ldexp(1, 64) / 1000
+	maxPerRequestCount = math.Ldexp(1, 64)
+)
 
 func checkRanges(s Summary) error {
 	var errs []error
@@ -131,37 +193,7 @@ func checkRanges(s Summary) error {
 		}
 	}
 	for i, t := range s.Targets {
-		where := fmt.Sprintf("targets[%d]", i)
-		counts := []struct {
-			key string
-			n   int
-		}{
-			{"requests", t.Requests},
-			{"threads", t.Threads},
-			{"unfinished_requests", t.UnfinishedRequests},
-		}
-		for _, c := range counts {
-			if c.n < 0 {
-				errs = append(errs, fmt.Errorf("%s.%s is %d, want >= 0", where, c.key, c.n))
-			}
-		}
-		dists := []struct {
-			key  string
-			dist Dist
-		}{{"cpu_us", t.CPUUs}, {"user_us", t.UserUs}, {"kernel_us", t.KernelUs}}
-		for _, d := range dists {
-			for _, x := range []float64{d.dist.Mean, d.dist.P50, d.dist.P90, d.dist.P99, d.dist.Max} {
-				if x < 0 || x > maxPerRequestUs {
-					errs = append(errs, fmt.Errorf("%s.%s has %v, want 0 to %v", where, d.key, x, maxPerRequestUs))
-					break
-				}
-			}
-		}
-		if t.CPUHistogram != nil {
-			if err := checkHistogram(*t.CPUHistogram, t.Requests); err != nil {
-				errs = append(errs, fmt.Errorf("%s.cpu_histogram: %w", where, err))
-			}
-		}
+		errs = append(errs, checkTarget(t, fmt.Sprintf("targets[%d]", i))...)
 	}
 	if c := s.Comparison; c != nil {
 		if len(c.Targets) != len(s.Targets) {
@@ -177,6 +209,113 @@ func checkRanges(s Summary) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func checkTarget(t TargetSummary, where string) []error {
+	var errs []error
+	counts := []struct {
+		key string
+		n   int
+	}{
+		{"requests", t.Requests},
+		{"threads", t.Threads},
+		{"unfinished_requests", t.UnfinishedRequests},
+	}
+	for _, c := range counts {
+		if c.n < 0 {
+			errs = append(errs, fmt.Errorf("%s.%s is %d, want >= 0", where, c.key, c.n))
+		}
+	}
+	dists := []struct {
+		key  string
+		dist *Dist
+	}{
+		{"cpu_us", &t.CPUUs}, {"user_us", &t.UserUs}, {"kernel_us", &t.KernelUs},
+		{"runqueue_us", t.RunqueueUs}, {"offcpu_us", t.OffCPUUs},
+		{"latency_us", t.LatencyUs}, {"first_byte_us", t.FirstByteUs},
+	}
+	for _, d := range dists {
+		if d.dist != nil {
+			errs = append(errs, checkDist(*d.dist, where+"."+d.key))
+		}
+	}
+	var switches []float64
+	if c := t.CtxSwitchesPerRequest; c != nil {
+		switches = []float64{c.Voluntary, c.Involuntary}
+	}
+	// Sorted, so that the figure an error names is the same every time.
+	figures := []struct {
+		key    string
+		values []float64
+		most   float64
+	}{
+		{"kernel_breakdown_us", slices.Sorted(maps.Values(t.KernelBreakdownUs)), maxPerRequestUs},
+		{"kernel_breakdown_calls", slices.Sorted(maps.Values(t.KernelBreakdownCalls)), maxPerRequestCount},
+		{"runqueue_total_us", optional(t.RunqueueTotalUs), math.MaxFloat64},
+		{"offcpu_total_us", optional(t.OffCPUTotalUs), math.MaxFloat64},
+		{"page_faults_per_request", optional(t.PageFaultsPerRequest), maxPerRequestCount},
+		{"ctx_switches_per_request", switches, maxPerRequestCount},
+	}
+	for _, f := range figures {
+		for _, x := range f.values {
+			if x < 0 || x > f.most {
+				errs = append(errs, fmt.Errorf("%s.%s has %v, want 0 to %v", where, f.key, x, f.most))
+				break
+			}
+		}
+	}
+	if t.CPUHistogram != nil {
+		if err := checkHistogram(*t.CPUHistogram, t.Requests); err != nil {
+			errs = append(errs, fmt.Errorf("%s.cpu_histogram: %w", where, err))
+		}
+	}
+	if t.Routes != nil {
+		errs = append(errs, checkRoutes(t.Routes, t.Requests, where+".routes")...)
+	}
+	return errs
+}
+
+// optional is the value p points to as a list of one, or none for nil.
+func optional(p *float64) []float64 {
+	if p == nil {
+		return nil
+	}
+	return []float64{*p}
+}
+
+func checkDist(d Dist, where string) error {
+	for _, x := range []float64{d.Mean, d.P50, d.P90, d.P99, d.Max} {
+		if x < 0 || x > maxPerRequestUs {
+			return fmt.Errorf("%s has %v, want 0 to %v", where, x, maxPerRequestUs)
+		}
+	}
+	return nil
+}
+
+// checkRoutes checks that each route's figures are ones a measurement can
+// give, and that their requests add up to the target's.
+func checkRoutes(routes []RouteSummary, requests int, where string) []error {
+	var errs []error
+	left := requests
+	for i, r := range routes {
+		where := fmt.Sprintf("%s[%d]", where, i)
+		// Subtracting, so that counts read from a file cannot overflow a sum.
+		if r.Requests < 0 || r.Requests > left {
+			errs = append(errs, fmt.Errorf("%s.requests is %d: requests must be >= 0 and add up to the target's, %d", where, r.Requests, requests))
+			return errs
+		}
+		left -= r.Requests
+		for _, d := range []struct {
+			key  string
+			dist Dist
+		}{{"cpu_us", r.CPUUs}, {"user_us", r.UserUs}, {"kernel_us", r.KernelUs}, {"latency_us", r.LatencyUs}} {
+			errs = append(errs, checkDist(d.dist, where+"."+d.key))
+		}
+	}
+	if left != 0 {
+		errs = append(errs, fmt.Errorf("%s: requests add up to %d, want the target's, %d", where, requests-left, requests))
+	}
+	return errs
 }
 
 // checkHistogram checks that h has a bucket, each between two edges that

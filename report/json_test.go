@@ -49,7 +49,10 @@ func TestReadJSONRejects(t *testing.T) {
 // not know are ignored so that a newer reqprof's output still compares.
 func TestReadJSONAccepts(t *testing.T) {
 	withExtra := strings.Replace(minimalSummary, `"pid": 1,`, `"pid": 1, "added_later": [1, {"a": null}],`, 1)
-	for _, input := range []string{minimalSummary, withExtra} {
+	// Optional keys given as null or empty read as absent.
+	withNothing := strings.Replace(minimalSummary, `"pid": 1,`, `"pid": 1, "latency_us": null,
+		"ctx_switches_per_request": null, "kernel_breakdown_us": {}, "routes": [],`, 1)
+	for _, input := range []string{minimalSummary, withExtra, withNothing} {
 		s, err := ReadJSON(strings.NewReader(input))
 		if err != nil {
 			t.Fatalf("ReadJSON(%q): %v", input, err)

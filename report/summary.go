@@ -14,6 +14,9 @@ type Summary struct {
 	Host           string `json:"host,omitempty"`
 	Kernel         string `json:"kernel,omitempty"`
 	ReqprofVersion string `json:"reqprof_version,omitempty"`
+	// SyscallEntryNs is the measured cost of a syscall's entry and exit,
+	// included in each syscall's kernel time; absent when unknown.
+	SyscallEntryNs uint64 `json:"syscall_entry_ns,omitempty"`
 
 	// DurationS is the window's length; 0 in a summary combined from runs of
 	// different lengths, where each target's RequestsPerS is over its own.
@@ -55,6 +58,28 @@ type TargetSummary struct {
 	// CPUHistogram is the shape of CPUUs; absent when no request finished.
 	CPUHistogram *Histogram `json:"cpu_histogram,omitempty"`
 
+	// Waiting and wall time per finished request. Each of these, down to
+	// Routes, is absent when no request finished, and in summaries of a
+	// reqprof that did not measure it, so that absent never reads as 0.
+	RunqueueUs  *Dist `json:"runqueue_us,omitempty"` // runnable, waiting for a CPU
+	OffCPUUs    *Dist `json:"offcpu_us,omitempty"`   // blocked, waiting to be woken
+	LatencyUs   *Dist `json:"latency_us,omitempty"`
+	FirstByteUs *Dist `json:"first_byte_us,omitempty"`
+
+	PageFaultsPerRequest  *float64     `json:"page_faults_per_request,omitempty"`
+	CtxSwitchesPerRequest *CtxSwitches `json:"ctx_switches_per_request,omitempty"`
+
+	// KernelBreakdownUs is the mean kernel time per finished request by
+	// cause ("syscall:write", "softirq:NET_RX", "irq"), every cause
+	// measured; KernelBreakdownCalls the mean calls per request of each
+	// syscall counted.
+	KernelBreakdownUs    map[string]float64 `json:"kernel_breakdown_us,omitempty"`
+	KernelBreakdownCalls map[string]float64 `json:"kernel_breakdown_calls,omitempty"`
+
+	// Routes are the finished requests grouped as Summarize was asked,
+	// most requests first; absent when asked for no grouping.
+	Routes []RouteSummary `json:"routes,omitempty"`
+
 	BytesInPerRequest  float64 `json:"bytes_in_per_request"`
 	BytesOutPerRequest float64 `json:"bytes_out_per_request"`
 
@@ -64,6 +89,11 @@ type TargetSummary struct {
 	// Part of UnattributedCPUUs: after a response, before the next request.
 	BetweenRequestsCPUUs float64 `json:"between_requests_cpu_us"`
 	SchedCPUUs           float64 `json:"sched_cpu_us"`
+
+	// All waiting of the target's threads over the window, in requests or
+	// not; absent in summaries of a reqprof that did not measure it.
+	RunqueueTotalUs *float64 `json:"runqueue_total_us,omitempty"`
+	OffCPUTotalUs   *float64 `json:"offcpu_total_us,omitempty"`
 
 	UnfinishedRequests int     `json:"unfinished_requests"`
 	UnfinishedCPUUs    float64 `json:"unfinished_cpu_us"`
@@ -77,6 +107,13 @@ type TargetSummary struct {
 	Warnings []string `json:"warnings"`
 }
 
+// CtxSwitches are a request's mean context switches: voluntary when its
+// thread blocked, involuntary when the scheduler took the CPU from it.
+type CtxSwitches struct {
+	Voluntary   float64 `json:"voluntary"`
+	Involuntary float64 `json:"involuntary"`
+}
+
 // Bounds on reqprof's total of a target's CPU as a share of the kernel's own
 // accounting. The two are read at slightly different instants at the
 // window's edges, so they never agree exactly; a larger gap means reqprof
@@ -86,14 +123,27 @@ const (
 	maxCoveragePercent = 105
 )
 
-// Summarize turns a run into its result. Targets keep the order the user
-// gave them in: the first is the baseline others are compared with.
+// SummarizeOptions choose how Summarize groups requests. The zero value
+// groups them by route.
+type SummarizeOptions struct {
+	GroupBy GroupBy
+}
+
+// Summarize turns a run into its result, requests grouped by route.
+// Targets keep the order the user gave them in: the first is the baseline
+// others are compared with.
 func Summarize(run Run) Summary {
+	return SummarizeWith(run, SummarizeOptions{})
+}
+
+// SummarizeWith is Summarize with requests grouped as opts says.
+func SummarizeWith(run Run, opts SummarizeOptions) Summary {
 	targets := run.Targets
 	s := Summary{
 		Host:           run.Meta.Host,
 		Kernel:         run.Meta.Kernel,
 		ReqprofVersion: run.Meta.ReqprofVersion,
+		SyscallEntryNs: run.Meta.SyscallEntryNs,
 		DurationS:      float64(run.Duration.Round(time.Millisecond)/time.Millisecond) / 1000,
 		Targets:        make([]TargetSummary, 0, len(targets)),
 	}
@@ -101,24 +151,35 @@ func Summarize(run Run) Summary {
 		s.StartedAt = run.Meta.StartedAt.UTC().Format(time.RFC3339)
 	}
 	for _, t := range targets {
-		s.Targets = append(s.Targets, summarizeTarget(t, run.Duration))
+		s.Targets = append(s.Targets, summarizeTarget(t, run.Duration, opts))
 	}
 	s.Comparison = compare(s, CompareOptions{})
 	return s
 }
 
-func summarizeTarget(t Target, window time.Duration) TargetSummary {
+func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) TargetSummary {
 	n := len(t.Requests)
 	cpu := make([]uint64, n)
 	user := make([]uint64, n)
 	kernel := make([]uint64, n)
-	var bytesIn, bytesOut uint64
+	runqueue := make([]uint64, n)
+	offCPU := make([]uint64, n)
+	latency := make([]uint64, n)
+	firstByte := make([]uint64, n)
+	var bytesIn, bytesOut, pageFaults, voluntary, involuntary uint64
 	for i, r := range t.Requests {
 		cpu[i] = r.CPUNs()
 		user[i] = r.UserNs
 		kernel[i] = r.KernelNs
+		runqueue[i] = r.RunqueueNs
+		offCPU[i] = r.OffCPUNs
+		latency[i] = r.LatencyNs()
+		firstByte[i] = r.FirstByteNs()
 		bytesIn += r.BytesIn
 		bytesOut += r.BytesOut
+		pageFaults += uint64(r.PageFaults)
+		voluntary += uint64(r.VoluntarySwitches)
+		involuntary += uint64(r.InvoluntarySwitches)
 	}
 
 	ts := TargetSummary{
@@ -140,6 +201,8 @@ func summarizeTarget(t Target, window time.Duration) TargetSummary {
 		UnattributedCPUUs:    usFromNs(t.UnattributedNs),
 		BetweenRequestsCPUUs: usFromNs(t.BetweenRequestsNs),
 		SchedCPUUs:           usFromNs(t.SchedCPUNs),
+		RunqueueTotalUs:      new(usFromNs(t.RunqueueNs)),
+		OffCPUTotalUs:        new(usFromNs(t.OffCPUNs)),
 
 		UnfinishedRequests: t.UnfinishedRequests,
 		UnfinishedCPUUs:    usFromNs(t.UnfinishedNs),
@@ -150,8 +213,17 @@ func summarizeTarget(t Target, window time.Duration) TargetSummary {
 		Warnings: warnings(t),
 	}
 	if n > 0 {
-		ts.BytesInPerRequest = roundTenth(float64(bytesIn) / float64(n))
-		ts.BytesOutPerRequest = roundTenth(float64(bytesOut) / float64(n))
+		perRequest := func(sum uint64) float64 { return roundTenth(float64(sum) / float64(n)) }
+		ts.RunqueueUs = new(NewDist(runqueue))
+		ts.OffCPUUs = new(NewDist(offCPU))
+		ts.LatencyUs = new(NewDist(latency))
+		ts.FirstByteUs = new(NewDist(firstByte))
+		ts.PageFaultsPerRequest = new(perRequest(pageFaults))
+		ts.CtxSwitchesPerRequest = &CtxSwitches{Voluntary: perRequest(voluntary), Involuntary: perRequest(involuntary)}
+		ts.KernelBreakdownUs, ts.KernelBreakdownCalls = breakdownPerRequest(t.KernelBreakdown, n)
+		ts.Routes = groupRoutes(t.Requests, opts.GroupBy)
+		ts.BytesInPerRequest = perRequest(bytesIn)
+		ts.BytesOutPerRequest = perRequest(bytesOut)
 	}
 	if window > 0 {
 		ts.RequestsPerS = roundTenth(float64(n) / window.Seconds())

@@ -13,7 +13,7 @@ import (
 // The figures of the one_target golden case, worked out by hand from
 // requestsOneTo200: request i has 650·i ns user and 350·i ns kernel time.
 func TestSummarizeByHand(t *testing.T) {
-	s := Summarize(goldenCases()[0].run)
+	s := Summarize(oneTargetRun())
 	if s.DurationS != 10 || len(s.Targets) != 1 {
 		t.Fatalf("summary %+v, want 10 s and one target", s)
 	}
@@ -33,7 +33,29 @@ func TestSummarizeByHand(t *testing.T) {
 		// 35175 ns mean rounds half up; 198 × 350 ns = 69.3 µs.
 		KernelUs: Dist{Mean: 35.2, P50: 35, P90: 63, P99: 69.3, Max: 70},
 		// Bucketing has tests of its own: here it need only be of the CPU.
-		CPUHistogram:       newHistogram(cpuNs),
+		CPUHistogram: newHistogram(cpuNs),
+		// 20,000 + 200·i ns and 1,500,000 + 1,000·i ns.
+		RunqueueUs:  &Dist{Mean: 40.1, P50: 40, P90: 56, P99: 59.6, Max: 60},
+		OffCPUUs:    &Dist{Mean: 1600.5, P50: 1600, P90: 1680, P99: 1698, Max: 1700},
+		LatencyUs:   &Dist{Mean: 2000, P50: 2000, P90: 2000, P99: 2000, Max: 2000},
+		FirstByteUs: &Dist{Mean: 1500, P50: 1500, P90: 1500, P99: 1500, Max: 1500},
+		// i mod 4 faults; an involuntary switch every tenth request.
+		PageFaultsPerRequest:  new(1.5),
+		CtxSwitchesPerRequest: &CtxSwitches{Voluntary: 2, Involuntary: 0.1},
+		// Each cause's ns and calls over 200 requests.
+		KernelBreakdownUs: map[string]float64{
+			"syscall:write": 13, "syscall:read": 7.5, "syscall:epoll_wait": 4.5, "syscall:sendto": 2,
+			"syscall:futex": 1.3, "syscall:openat": 0.6, "syscall:close": 0.4, "syscall:fstat": 0.3,
+			"syscall:other": 0.3, "syscall:mmap": 0.2, "syscall:(entered before attach)": 0.2,
+			"softirq:NET_RX": 3, "softirq:TIMER": 0.8, "softirq:RCU": 0.2, "softirq:SCHED": 0.1, "irq": 1,
+		},
+		KernelBreakdownCalls: map[string]float64{
+			"syscall:write": 2, "syscall:read": 2, "syscall:epoll_wait": 1, "syscall:sendto": 1,
+			"syscall:futex": 0.45, "syscall:openat": 0.1, "syscall:close": 0.1, "syscall:fstat": 0.1,
+			"syscall:other": 0.04, "syscall:mmap": 0.02, "syscall:(entered before attach)": 0.01,
+		},
+		// Grouping has tests of its own.
+		Routes:             groupRoutes(requestsOneTo200(), GroupByRoute),
 		BytesInPerRequest:  78,
 		BytesOutPerRequest: 120,
 		// 20100 µs in finished requests + 3500 µs in unfinished ones.
@@ -42,6 +64,8 @@ func TestSummarizeByHand(t *testing.T) {
 		BetweenRequestsCPUUs: 234.6,
 		ProcessCPUUs:         24834.6,
 		SchedCPUUs:           24900,
+		RunqueueTotalUs:      new(12345.7),
+		OffCPUTotalUs:        new(38765432.1),
 		UnfinishedRequests:   2,
 		UnfinishedCPUUs:      3500,
 		Warnings:             []string{},
@@ -78,7 +102,7 @@ func TestSummarizeEmpty(t *testing.T) {
 		}
 	}
 	got := Summarize(Run{Duration: time.Second, Targets: []Target{{PID: 1}}}).Targets[0]
-	want := TargetSummary{PID: 1, Warnings: []string{}}
+	want := TargetSummary{PID: 1, RunqueueTotalUs: new(0.0), OffCPUTotalUs: new(0.0), Warnings: []string{}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}

@@ -7,15 +7,25 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/tw"
 )
+
+// TableOptions choose what WriteTableWith shows. The zero value is what
+// WriteTable shows.
+type TableOptions struct {
+	// AllSyscalls shows every cause of kernel time, instead of folding the
+	// long tail into one row.
+	AllSyscalls bool
+}
 
 // WriteTable writes s for people: one block per target, blocks separated by
 // a blank line. The output depends only on s, never on the terminal or the
 // locale, so it can be compared byte for byte.
 func WriteTable(w io.Writer, s Summary) error {
+	return WriteTableWith(w, s, TableOptions{})
+}
+
+// WriteTableWith is WriteTable showing what opts says.
+func WriteTableWith(w io.Writer, s Summary, opts TableOptions) error {
 	var b bytes.Buffer
 	if len(s.Targets) == 0 {
 		b.WriteString("no targets\n")
@@ -24,7 +34,7 @@ func WriteTable(w io.Writer, s Summary) error {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		if err := writeTarget(&b, t, s.DurationS); err != nil {
+		if err := writeTarget(&b, t, s, opts); err != nil {
 			return err
 		}
 	}
@@ -34,18 +44,18 @@ func WriteTable(w io.Writer, s Summary) error {
 	return nil
 }
 
-func writeTarget(b *bytes.Buffer, t TargetSummary, durationS float64) error {
+func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions) error {
 	fmt.Fprintf(b, "pid %d (%s)", t.PID, printable(t.Comm))
 	if t.Label != "" {
 		fmt.Fprintf(b, " %q", t.Label)
 	}
 	fmt.Fprintf(b, " — %s %s in %s s (%s req/s)\n",
 		groupDigits(strconv.Itoa(t.Requests)), plural(t.Requests, "request", "requests"),
-		tenths(durationS), tenths(t.RequestsPerS))
+		tenths(s.DurationS), tenths(t.RequestsPerS))
 
 	if t.Requests == 0 {
 		b.WriteString("no finished requests\n")
-	} else if err := writeDistTable(b, t); err != nil {
+	} else if err := writeRequestFigures(b, t, s.SyscallEntryNs, opts); err != nil {
 		return err
 	}
 
@@ -61,6 +71,10 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, durationS float64) error {
 			ms(t.SchedCPUUs), 100*t.ProcessCPUUs/t.SchedCPUUs)
 	}
 	b.WriteString("\n")
+	if t.RunqueueTotalUs != nil && t.OffCPUTotalUs != nil {
+		fmt.Fprintf(b, "threads waited, in requests or not: %s ms on a run queue, %s ms blocked\n",
+			ms(*t.RunqueueTotalUs), ms(*t.OffCPUTotalUs))
+	}
 
 	if t.Requests > 0 {
 		fmt.Fprintf(b, "bytes per request: in %s, out %s\n",
@@ -82,30 +96,90 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, durationS float64) error {
 	return nil
 }
 
-func writeDistTable(w io.Writer, t TargetSummary) error {
-	// Columns of numbers read best right-aligned, under right-aligned heads.
-	align := tw.CellAlignment{PerColumn: []tw.Align{
-		tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight,
-	}}
-	table := tablewriter.NewTable(w,
-		// Keep heads as written: lower case, like the JSON keys.
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignmentConfig(align),
-		tablewriter.WithRowAlignmentConfig(align),
-	)
-	table.Header("µs", "mean", "p50", "p90", "p99", "max")
-	rows := [][]string{
+// writeRequestFigures writes what t's finished requests cost: the
+// distributions, where their time went, and their kernel costs and routes
+// where the summary has them.
+func writeRequestFigures(b *bytes.Buffer, t TargetSummary, syscallEntryNs uint64, opts TableOptions) error {
+	header, rows := distCells(t)
+	if err := writeTextTable(b, header, rows, numbersAlign(len(header))); err != nil {
+		return err
+	}
+	if line := timeSplit(t); line != "" {
+		b.WriteString(line + "\n")
+	}
+	if t.PageFaultsPerRequest != nil && t.CtxSwitchesPerRequest != nil {
+		fmt.Fprintf(b, "per request: %s page faults; %s voluntary and %s involuntary context switches\n",
+			tenths(*t.PageFaultsPerRequest),
+			tenths(t.CtxSwitchesPerRequest.Voluntary), tenths(t.CtxSwitchesPerRequest.Involuntary))
+	}
+	if header, rows := kernelCostCells(t, opts.AllSyscalls); rows != nil {
+		b.WriteString(kernelCostTitle(syscallEntryNs) + "\n")
+		if err := writeTextTable(b, header, rows, numbersAlign(len(header))); err != nil {
+			return err
+		}
+	}
+	if header, rows := routeCells(t); rows != nil {
+		b.WriteString(routesTitle + "\n")
+		if err := writeTextTable(b, header, rows, numbersAlign(len(header))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// distCells lays out t's distributions per finished request as the cells
+// of a table with a row each, for the terminal and the page alike.
+func distCells(t TargetSummary) (header []string, rows [][]string) {
+	rows = [][]string{
 		distRow("cpu", t.CPUUs),
 		distRow("user", t.UserUs),
 		distRow("kernel", t.KernelUs),
 	}
-	if err := table.Bulk(rows); err != nil {
-		return fmt.Errorf("report: building table: %w", err)
+	for _, d := range []struct {
+		name string
+		dist *Dist
+	}{
+		{"run-queue", t.RunqueueUs}, {"blocked", t.OffCPUUs}, {"first byte", t.FirstByteUs}, {"latency", t.LatencyUs},
+	} {
+		if d.dist != nil {
+			rows = append(rows, distRow(d.name, *d.dist))
+		}
 	}
-	if err := table.Render(); err != nil {
-		return fmt.Errorf("report: rendering table: %w", err)
+	return []string{"µs", "mean", "p50", "p90", "p99", "max"}, rows
+}
+
+// timePart is a part of a request's wall time.
+type timePart struct {
+	name string
+	us   float64
+}
+
+// timeSplit says where a mean request's wall time went, as shares of its
+// mean latency, or "" when the summary has no latency. Wall time its
+// thread spent neither on it, nor waiting for a CPU or blocked while
+// serving it, is unaccounted: such as serving other requests meanwhile.
+func timeSplit(t TargetSummary) string {
+	if t.LatencyUs == nil || t.RunqueueUs == nil || t.OffCPUUs == nil || t.LatencyUs.Mean <= 0 {
+		return ""
 	}
-	return nil
+	latency := t.LatencyUs.Mean
+	parts := []timePart{
+		{"user", t.UserUs.Mean}, {"kernel", t.KernelUs.Mean},
+		{"run-queue", t.RunqueueUs.Mean}, {"blocked", t.OffCPUUs.Mean},
+	}
+	var accounted float64
+	for _, p := range parts {
+		accounted += p.us
+	}
+	// Below 0.05 µs the remainder is the parts' rounding.
+	if rest := latency - accounted; rest >= 0.05 {
+		parts = append(parts, timePart{"unaccounted", rest})
+	}
+	shares := make([]string, len(parts))
+	for i, p := range parts {
+		shares[i] = fmt.Sprintf("%s %.1f%%", p.name, 100*p.us/latency)
+	}
+	return "where the time went: " + strings.Join(shares, " + ") + " of " + tenths(latency) + " µs mean latency"
 }
 
 func distRow(name string, d Dist) []string {

@@ -70,10 +70,30 @@ func TestWriteTableNoTargets(t *testing.T) {
 }
 
 func TestWriteTableOneRequest(t *testing.T) {
-	s := Summarize(goldenCases()[0].run)
+	s := Summarize(oneTargetRun())
 	s.Targets[0].Requests = 1
 	out := writeTableString(t, s)
 	if !strings.Contains(out, " — 1 request in ") {
 		t.Errorf("title for one request:\n%s", out)
+	}
+}
+
+// A summary of a reqprof that measured no waits, kernel causes or routes
+// shows what it has, and no zeros for what it has not.
+func TestWriteTableOfOlderSummary(t *testing.T) {
+	s := Summarize(oneTargetRun())
+	older := &s.Targets[0]
+	older.RunqueueUs, older.OffCPUUs, older.LatencyUs, older.FirstByteUs = nil, nil, nil, nil
+	older.PageFaultsPerRequest, older.CtxSwitchesPerRequest = nil, nil
+	older.KernelBreakdownUs, older.KernelBreakdownCalls, older.Routes = nil, nil, nil
+	older.RunqueueTotalUs, older.OffCPUTotalUs = nil, nil
+	out := writeTableString(t, s)
+	for _, absent := range []string{"run-queue", "blocked", "latency", "where the time went", "page faults", "kernel cost", "route", "threads waited"} {
+		if strings.Contains(out, absent) {
+			t.Errorf("table has %q:\n%s", absent, out)
+		}
+	}
+	if !strings.Contains(out, "│ kernel │") {
+		t.Errorf("table lacks the kernel row:\n%s", out)
 	}
 }

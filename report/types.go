@@ -11,6 +11,7 @@ type Request struct {
 	TID        uint32
 	Conn       uint64        // opaque connection identity (socket cookie)
 	Route      string        // what it asked for ("GET /users/{id}"), or ":PORT"
+	Port       uint16        // the local port it came in on
 	Start      time.Duration // monotonic clock: its first bytes read
 	FirstWrite time.Duration // monotonic clock: its first response bytes written
 	End        time.Duration // monotonic clock: its last response bytes written

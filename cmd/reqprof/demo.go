@@ -54,7 +54,8 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		run, err := collector.Run(ctx, collector.Config{
 			Targets:      []collector.Target{{PID: server.cmd.Process.Pid, Label: "demo"}},
 			Duration:     out.duration,
-			CaptureBytes: out.capture(),
+			CaptureBytes: out.captureBytes,
+			NoPayload:    out.noPayload,
 			OnAttached: func(line string) {
 				fmt.Fprintln(stderr, line)
 				close(attached)

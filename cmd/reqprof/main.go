@@ -95,14 +95,6 @@ func (o *outputFlags) register(fs *flag.FlagSet, defaultDuration time.Duration) 
 	fs.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
 }
 
-// capture is how many request bytes to capture.
-func (o *outputFlags) capture() int {
-	if o.noPayload {
-		return 0
-	}
-	return o.captureBytes
-}
-
 func attach(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -125,7 +117,8 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	result, err := collector.Run(ctx, collector.Config{
 		Targets:      pids,
 		Duration:     out.duration,
-		CaptureBytes: out.capture(),
+		CaptureBytes: out.captureBytes,
+		NoPayload:    out.noPayload,
 		OnAttached:   func(line string) { fmt.Fprintln(stderr, line) },
 	})
 	if err != nil {

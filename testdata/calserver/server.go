@@ -44,7 +44,9 @@ type Server struct {
 	devNull       int
 	devNullBuf    []byte
 	devNullWrites int
-	sleep         time.Duration
+	// user CPU of one round of the write loop apart from its syscall
+	devNullLoopUserNs float64
+	sleep             time.Duration
 
 	engine    engine
 	wg        sync.WaitGroup // the engine's serving goroutines
@@ -89,6 +91,9 @@ func Start(cfg Config) (*Server, error) {
 	if s.devNull, err = unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
 		return nil, fmt.Errorf("calserver: open /dev/null: %w", err)
 	}
+	if s.devNullWrites > 0 {
+		s.devNullLoopUserNs = writeLoopUserNs(s.devNull, s.devNullBuf)
+	}
 	switch cfg.Model {
 	case Threads:
 		s.engine, err = startThreads(s, listen)
@@ -110,7 +115,7 @@ func (s *Server) Addr() string { return s.addr }
 // Stats is the ground truth so far. Taken while requests are in flight, its
 // counters may be a request apart from one another; after Close it is final.
 func (s *Server) Stats() Stats {
-	st := Stats{Routes: make(map[string]Totals, len(s.routes))}
+	st := Stats{Routes: make(map[string]Totals, len(s.routes)), DevNullLoopUserNs: s.devNullLoopUserNs}
 	for _, r := range s.routes {
 		t := r.totals()
 		st.Routes[r.name] = t

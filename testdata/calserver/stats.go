@@ -47,6 +47,10 @@ func (t *Totals) add(o Totals) {
 type Stats struct {
 	Totals
 	Routes map[string]Totals `json:"routes"`
+	// DevNullLoopUserNs is the user CPU of one round of the /dev/null write
+	// loop apart from its syscall (loop and call instructions): part of
+	// DevNullCPUNs that is no kernel time.
+	DevNullLoopUserNs float64 `json:"devnull_loop_user_ns"`
 }
 
 // route is a route key's work and the running totals of its requests. Totals are
