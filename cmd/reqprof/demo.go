@@ -11,8 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
-	"time"
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/report"
@@ -24,23 +24,49 @@ import (
 // child process of this same binary so that nothing else need be installed.
 const demoServerCommand = "demo-server"
 
+// demoCall is the request both demo servers answer: an MCP tools/call.
+const demoCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}`
+
+// demoServers do the same work (the tool call burns 50 µs) with different
+// machinery around it: one lean, one that spends another 150 µs decoding and
+// validating, and logs each call with 20 small writes.
+var demoServers = []struct {
+	label string
+	args  []string
+}{
+	{"lean", []string{"--model", "epoll", "--route", "tools/call add=50us"}},
+	{"heavy", []string{"--model", "epoll", "--route", "tools/call add=200us", "--devnull-writes", "20", "--devnull-bytes", "256"}},
+}
+
 func demo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var out outputFlags
 	out.register(fs, 0)
-	burn := fs.Duration("burn", 200*time.Microsecond, "CPU the demo server burns per request")
-	requests := fs.Int("requests", 5000, "requests the demo load sends")
-	conns := fs.Int("conns", 4, "connections the demo load uses")
+	requests := fs.Int("requests", 4000, "requests the demo load sends to each server")
+	conns := fs.Int("conns", 4, "connections the demo load opens to each server")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-
-	server, err := startDemoServer(*burn)
-	if err != nil {
+	if err := out.validate(); err != nil {
 		return err
 	}
-	defer server.kill()
+
+	var servers []*demoServer
+	defer func() {
+		for _, s := range servers {
+			s.kill()
+		}
+	}()
+	var targets []collector.Target
+	for _, d := range demoServers {
+		s, err := startDemoServer(d.args)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, s)
+		targets = append(targets, collector.Target{PID: s.cmd.Process.Pid, Label: d.label})
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -51,16 +77,12 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		run, err := collector.Run(ctx, collector.Config{
-			Targets:      []collector.Target{{PID: server.cmd.Process.Pid, Label: "demo"}},
-			Duration:     out.duration,
-			CaptureBytes: out.captureBytes,
-			NoPayload:    out.noPayload,
-			OnAttached: func(line string) {
-				fmt.Fprintln(stderr, line)
-				close(attached)
-			},
-		})
+		cfg := out.config(targets)
+		cfg.OnAttached = func(line string) {
+			fmt.Fprintln(stderr, line)
+			close(attached)
+		}
+		run, err := collector.Run(ctx, cfg)
 		done <- outcome{run, err}
 	}()
 	select {
@@ -69,30 +91,53 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		return o.err
 	}
 
-	fmt.Fprintf(stderr, "reqprof: demo load: %d requests over %d connections to %s (server burns %v per request)\n",
-		*requests, *conns, server.addr, *burn)
-	load, err := loadgen.Run(ctx, loadgen.Config{Addr: server.addr, Conns: *conns, Requests: *requests})
+	fmt.Fprintf(stderr, "reqprof: demo load: %d MCP tools/call requests over %d connections to each of %d servers\n",
+		*requests, *conns, len(servers))
+	loadErr := loadAll(ctx, servers, *conns, *requests)
 	cancel()
 	o := <-done
-	if err != nil {
-		return fmt.Errorf("demo load: %w", err)
+	if loadErr != nil {
+		return fmt.Errorf("demo load: %w", loadErr)
 	}
 	if o.err != nil {
 		return o.err
 	}
-	truth, err := server.stop()
-	if err != nil {
-		return err
+	var truths []calserver.Stats
+	for _, s := range servers {
+		truth, err := s.stop()
+		if err != nil {
+			return err
+		}
+		truths = append(truths, truth)
 	}
-	if err := writeReport(o.run, out.jsonPath, stdout); err != nil {
+	if err := writeReport([]report.Run{o.run}, out, false, stdout); err != nil {
 		return err
 	}
 	if out.jsonPath != "-" {
-		fmt.Fprintf(stdout, "\nload generator: %d requests answered, %d errors\n", load.Requests, load.Errors)
-		fmt.Fprintf(stdout, "server's own measure (CLOCK_THREAD_CPUTIME_ID around each request): %d requests, %.1f µs CPU per request\n",
-			truth.Requests, truth.MeanCPUMicros())
+		fmt.Fprintln(stdout, "\neach server's own measure (CLOCK_THREAD_CPUTIME_ID around each request):")
+		for i, truth := range truths {
+			fmt.Fprintf(stdout, "  %-6s %d requests, %.1f µs CPU per request\n", demoServers[i].label, truth.Requests, truth.MeanCPUMicros())
+		}
 	}
 	return nil
+}
+
+// loadAll drives every server at once with the same load.
+func loadAll(ctx context.Context, servers []*demoServer, conns, requests int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(servers))
+	for i, s := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = loadgen.Run(ctx, loadgen.Config{
+				Addr: s.addr, Conns: conns, Requests: requests,
+				Paths: []string{"/mcp"}, Bodies: []string{demoCall},
+			})
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 type demoServer struct {
@@ -101,26 +146,26 @@ type demoServer struct {
 	output *bufio.Reader
 }
 
-func startDemoServer(burn time.Duration) (*demoServer, error) {
+func startDemoServer(args []string) (*demoServer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding reqprof's own binary: %w", err)
 	}
-	cmd := exec.Command(exe, demoServerCommand, "--model", "threads", "--listen", "127.0.0.1:0", "--burn", burn.String())
+	cmd := exec.Command(exe, append([]string{demoServerCommand, "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Stderr = os.Stderr
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the demo server: %w", err)
+		return nil, fmt.Errorf("starting a demo server: %w", err)
 	}
 	s := &demoServer{cmd: cmd, output: bufio.NewReader(pipe)}
 	line, err := s.output.ReadString('\n')
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
 	if err != nil || !ok {
 		s.kill()
-		return nil, fmt.Errorf("the demo server did not start (said %q)", line)
+		return nil, fmt.Errorf("a demo server did not start (said %q)", line)
 	}
 	s.addr = addr
 	return s, nil
@@ -137,7 +182,7 @@ func (s *demoServer) stop() (calserver.Stats, error) {
 		return stats, err
 	}
 	if err := json.Unmarshal([]byte(line), &stats); err != nil {
-		return stats, fmt.Errorf("reading the demo server's own figures: %w", err)
+		return stats, fmt.Errorf("reading a demo server's own figures: %w", err)
 	}
 	return stats, s.cmd.Wait()
 }
