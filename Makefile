@@ -2,10 +2,11 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
-# Debian packages the build, the generate check and the root tests use.
-DEB_PACKAGES := clang llvm libbpf-dev nginx wrk
+# Debian packages the build, the generate check and the root tests use:
+# real servers and their load generators, and a browser for the page test.
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools chromium
 # Commands standing for them.
-DEB_COMMANDS := clang llvm-strip nginx wrk
+DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark chromium
 
 .PHONY: build generate check-generate deps vet test demo fuzz
 
@@ -32,9 +33,11 @@ check-generate: deps
 deps:
 	@missing=""; for c in $(DEB_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	test -f /usr/include/bpf/bpf_helpers.h || missing="$$missing libbpf-dev"; \
+	test -f /usr/include/x86_64-linux-gnu/asm/unistd_64.h || missing="$$missing linux-libc-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages for:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
+		service redis-server stop >/dev/null 2>&1 || true; \
 	fi
 
 vet:
@@ -44,7 +47,7 @@ vet:
 # The test command of the README and of CI. BPF tests need root; under
 # CI=true they fail instead of skipping.
 test: deps check-generate vet
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 ./... ./testdata/calserver/...
 
 demo: build
 	./bin/reqprof demo
@@ -54,3 +57,5 @@ fuzz:
 	$(GO) test ./report -run XXX -fuzz FuzzReadJSON -fuzztime 30s
 	$(GO) test ./collector -run XXX -fuzz FuzzDecodeRecord -fuzztime 30s
 	$(GO) test ./collector -run XXX -fuzz FuzzParseListeningPorts -fuzztime 30s
+	$(GO) test ./collector/route -run XXX -fuzz FuzzName -fuzztime 30s
+	$(GO) test ./collector/route -run XXX -fuzz FuzzJSONMethod -fuzztime 30s
