@@ -35,6 +35,15 @@ enum {
 	BPF_NOEXIST = 1,
 };
 
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+};
+
 struct sched_entity {
 	__u64 sum_exec_runtime;
 } __attribute__((preserve_access_index));

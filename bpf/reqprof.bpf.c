@@ -48,6 +48,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define NR_SOFTIRQS 10
 #define SYSCALL_SLOTS 8
 #define PAYLOAD_MAX 512
+#define RINGBUF_BYTES (8 << 20)
+#define WAKEUP_BYTES (RINGBUF_BYTES / 4)
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -258,7 +260,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, RINGBUF_BYTES);
 } requests SEC(".maps");
 
 /* Bytes of each request to capture for naming it; 0 turns capture off.
@@ -529,16 +531,29 @@ static __always_inline void end_slice(struct thread_state *st, __u64 now, __u64 
 {
 	bool known = st->sched_at_in && sum_exec_runtime >= st->sched_at_in && st->run_start_ns;
 	__u64 slice = sum_exec_runtime - st->sched_at_in;
-	cut(st, now, false);
-	if (known) {
-		if (slice >= st->slice_cut_ns) {
-			account(st, slice - st->slice_cut_ns);
+	if (!known) {
+		cut(st, now, false);
+	} else {
+		/* The slice's last piece, sized before it is charged. */
+		__u64 ns = now > st->run_start_ns ? now - st->run_start_ns : 0;
+		__u64 interrupted = st->interrupted_ns < ns ? st->interrupted_ns : ns;
+		__u64 total = st->slice_cut_ns + ns;
+		st->interrupted_ns = 0;
+		ns -= interrupted;
+		if (slice >= total) {
+			ns += slice - total;
 		} else {
-			__u64 excess = st->slice_cut_ns - slice;
-			__u64 taken = excess < st->held_ns ? excess : st->held_ns;
+			/* The excess comes off this piece, else off what the
+			 * syscall it is in holds, else it is a debt. */
+			__u64 excess = total - slice;
+			__u64 taken = excess < ns ? excess : ns;
+			ns -= taken;
+			excess -= taken;
+			taken = excess < st->held_ns ? excess : st->held_ns;
 			st->held_ns -= taken;
 			st->debt_ns += excess - taken;
 		}
+		account(st, ns);
 	}
 	st->run_start_ns = 0;
 	st->sched_at_in = 0;
@@ -561,7 +576,12 @@ static __always_inline void emit(struct conn_state *c, __u64 cookie)
 	__u32 len = r->payload_len;
 	if (len > PAYLOAD_MAX)
 		len = PAYLOAD_MAX;
-	if (bpf_ringbuf_output(&requests, r, __builtin_offsetof(struct request_record, payload) + len, 0)) {
+	/* Waking the collector for every record would cost an inter-processor
+	 * interrupt per request (a VM exit on a virtual machine): it polls
+	 * instead, and is woken only when the buffer is filling up. */
+	__u64 wakeup = bpf_ringbuf_query(&requests, BPF_RB_AVAIL_DATA) > WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
+										       : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&requests, r, __builtin_offsetof(struct request_record, payload) + len, wakeup)) {
 		COUNT(s, lost_records, 1);
 		COUNT(s, dropped_ns, r->cost.user_ns + kernel_ns_of(&r->cost));
 	}

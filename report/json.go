@@ -187,6 +187,20 @@ func checkRanges(s Summary) error {
 	if s.DurationS < 0 {
 		errs = append(errs, fmt.Errorf("duration_s is %v, want >= 0", s.DurationS))
 	}
+	if o := s.Overhead; o != nil {
+		figures := []struct {
+			key   string
+			value *float64
+		}{
+			{"bpf_ns_per_request", o.BPFNsPerRequest}, {"bpf_ns_per_run", o.BPFNsPerRun}, {"bpf_cpu_us", o.BPFCPUUs},
+			{"collector_cpu_us", &o.CollectorCPUUs}, {"collector_max_rss_mb", &o.CollectorMaxRSSMB},
+		}
+		for _, f := range figures {
+			if f.value != nil && *f.value < 0 {
+				errs = append(errs, fmt.Errorf("overhead.%s is %v, want >= 0", f.key, *f.value))
+			}
+		}
+	}
 	if s.StartedAt != "" {
 		if _, err := time.Parse(time.RFC3339, s.StartedAt); err != nil {
 			errs = append(errs, fmt.Errorf("started_at: %w", err))

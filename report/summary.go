@@ -33,6 +33,10 @@ type Summary struct {
 	// Comparison sets the targets against the first; present only when
 	// there are two or more.
 	Comparison *Comparison `json:"comparison,omitempty"`
+
+	// Overhead is what reqprof itself cost; absent in a combined summary
+	// and in files from before it was kept.
+	Overhead *OverheadSummary `json:"overhead,omitempty"`
 	// Spread is the run-to-run noise of targets that appear in several of
 	// the runs Combine joined; absent when none does.
 	Spread []LabelSpread `json:"spread,omitempty"`
@@ -154,6 +158,46 @@ func SummarizeWith(run Run, opts SummarizeOptions) Summary {
 		s.Targets = append(s.Targets, summarizeTarget(t, run.Duration, opts))
 	}
 	s.Comparison = compare(s, CompareOptions{})
+	s.Overhead = summarizeOverhead(run)
+	return s
+}
+
+// OverheadSummary is Overhead for readers: BPF time per finished request
+// (absent when the kernel kept no BPF statistics or nothing finished).
+type OverheadSummary struct {
+	BPFNsPerRequest   *float64 `json:"bpf_ns_per_request,omitempty"`
+	BPFNsPerRun       *float64 `json:"bpf_ns_per_run,omitempty"`
+	BPFCPUUs          *float64 `json:"bpf_cpu_us,omitempty"`
+	CollectorCPUUs    float64  `json:"collector_cpu_us"`
+	CollectorMaxRSSMB float64  `json:"collector_max_rss_mb"`
+}
+
+func summarizeOverhead(run Run) *OverheadSummary {
+	o := run.Overhead
+	if o == (Overhead{}) {
+		return nil // not known: a run built by hand, or read from elsewhere
+	}
+	s := &OverheadSummary{
+		CollectorCPUUs:    usFromNs(o.CollectorCPUNs),
+		CollectorMaxRSSMB: roundTenth(float64(o.CollectorMaxRSSKB) / 1024),
+	}
+	if !o.Measured {
+		return s
+	}
+	cpu := usFromNs(o.BPFNs)
+	s.BPFCPUUs = &cpu
+	if o.BPFRuns > 0 {
+		perRun := roundTenth(float64(o.BPFNs) / float64(o.BPFRuns))
+		s.BPFNsPerRun = &perRun
+	}
+	requests := 0
+	for _, t := range run.Targets {
+		requests += len(t.Requests)
+	}
+	if requests > 0 {
+		perRequest := roundTenth(float64(o.BPFNs) / float64(requests))
+		s.BPFNsPerRequest = &perRequest
+	}
 	return s
 }
 

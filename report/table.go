@@ -38,6 +38,7 @@ func WriteTableWith(w io.Writer, s Summary, opts TableOptions) error {
 			return err
 		}
 	}
+	writeOverhead(&b, s.Overhead)
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return fmt.Errorf("report: writing table: %w", err)
 	}
@@ -236,4 +237,24 @@ func printable(s string) string {
 		}
 		return unicode.ReplacementChar
 	}, s)
+}
+
+// writeOverhead is the footer that says what reqprof itself cost.
+func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
+	if o == nil {
+		return
+	}
+	b.WriteString("\nreqprof's own cost: ")
+	if o.BPFCPUUs == nil {
+		b.WriteString("BPF run time unknown (no BPF statistics)")
+	} else {
+		fmt.Fprintf(b, "BPF %s ms", ms(*o.BPFCPUUs))
+		if o.BPFNsPerRequest != nil {
+			fmt.Fprintf(b, " = %s ns per finished request", tenths(*o.BPFNsPerRequest))
+		}
+		if o.BPFNsPerRun != nil {
+			fmt.Fprintf(b, " (%s ns per program run)", tenths(*o.BPFNsPerRun))
+		}
+	}
+	fmt.Fprintf(b, "; collector %s ms CPU, %s MB peak memory\n", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))
 }

@@ -107,6 +107,21 @@ type Run struct {
 	Meta     Meta
 	Duration time.Duration
 	Targets  []Target
+	Overhead Overhead
+}
+
+// Overhead is what reqprof itself cost over the window, so that every
+// result carries its price.
+type Overhead struct {
+	// Measured is false when the kernel would not keep BPF run-time
+	// statistics (BPF_ENABLE_STATS); the BPF figures are then unknown.
+	Measured bool
+	BPFNs    uint64 // run time of reqprof's BPF programs, on every CPU, for every process's events
+	BPFRuns  uint64 // their invocations
+	// The collector process (user space): its CPU over the window and its
+	// peak resident memory.
+	CollectorCPUNs    uint64
+	CollectorMaxRSSKB uint64
 }
 
 // Meta says where and when a run was taken. Runs compared later are only

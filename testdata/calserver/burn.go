@@ -106,6 +106,9 @@ func syscallStandIn(trap, a1, a2, a3 uintptr) (r1, r2 uintptr, err unix.Errno) {
 // writeLoopUserNs estimates the user CPU of one round of the /dev/null write
 // loop apart from its syscall: the least per-round cost over a few runs.
 func writeLoopUserNs(fd int, buf []byte) float64 {
+	// A thread's CPU clock means nothing across a move to another thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	const rounds = 200_000
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
 	best := 0.0
