@@ -34,6 +34,16 @@
  * Waiting: off-CPU time runs from a voluntary switch-out to the wakeup,
  * run-queue time from the wakeup (or a preemption) to the switch-in; both
  * are charged to the request the thread serves when it is back on a CPU.
+ *
+ * Hand-off: a thread serving a request that wakes another thread of the
+ * target (futex, condition variable, eventfd, pipe) hands it the request: the
+ * woken thread serves it until it reads or writes a connection itself or is
+ * woken for another request, so worker pools are charged to the request they
+ * work for. A chain of hand-offs is at most MAX_HANDOFF_DEPTH long. Only a
+ * thread that has itself read or written a served connection takes a
+ * request this way: a language runtime's own threads (Go's scheduler wakes
+ * them as syscalls come and go) never serve one, and must not be charged
+ * to the request whose thread happened to wake them.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -43,6 +53,8 @@
 char LICENSE[] SEC("license") = "GPL";
 
 #define MAX_TARGETS 64
+#define MAX_TARGET_PROCESSES 4096 /* with children followed, many per target */
+#define MAX_HANDOFF_DEPTH 4
 #define MAX_THREADS 32768
 #define MAX_CONNS 65536
 #define NR_SOFTIRQS 10
@@ -167,7 +179,12 @@ struct thread_state {
 	__u32 in_tail;     /* the last socket operation was a write */
 	__u32 wrote;       /* the current syscall wrote to a served connection */
 	__u32 syscall_nr;
-	__u32 pad;
+	__u32 handoff_depth;   /* 0: it serves a connection of its own */
+	__u64 handoff_conn;    /* set by a waker serving that request ... */
+	__u32 handoff_pending; /* ... and taken up when the thread runs */
+	__u32 handoff_pending_depth;
+	__u32 served;          /* it has read or written a served connection */
+	__u32 pad2;
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -186,6 +203,8 @@ struct target_stats {
 	__u64 switch_ins;          /* times a target thread was put on a CPU */
 	__u64 runqueue_ns;         /* all run-queue wait of target threads, in requests or not */
 	__u64 offcpu_ns;           /* all blocked time of target threads */
+	__u64 handoffs;            /* requests handed to a woken thread */
+	__u64 children_followed;   /* processes forked by a target and added to it */
 };
 
 /* Per CPU: which task was last seen here and whether it is a target (lets
@@ -207,7 +226,7 @@ const struct request_record *unused_request_record __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_TARGETS);
+	__uint(max_entries, MAX_TARGET_PROCESSES);
 	__type(key, __u32);   /* tgid */
 	__type(value, __u32); /* target index */
 } targets SEC(".maps");
@@ -266,6 +285,8 @@ struct {
 /* Bytes of each request to capture for naming it; 0 turns capture off.
  * Set before load. */
 volatile const __u32 capture_bytes = 256;
+/* Whether processes forked by a target join it (pre-fork servers). */
+volatile const __u32 follow_children = 0;
 
 /* Set by the collector once every program is attached, so that all of them
  * start counting at the same instant, enable_ns (CLOCK_MONOTONIC). */
@@ -700,10 +721,22 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	st->slice_cut_ns = 0;
 	st->interrupted_ns = 0;
 	struct target_stats *s = stats_of(next_plus1 - 1);
+	__u64 runqueue_ns = st->runnable_since_ns ? now - st->runnable_since_ns : 0;
+	COUNT(s, runqueue_ns, runqueue_ns);
+	COUNT(s, offcpu_ns, st->offcpu_pending_ns);
+	if (st->handoff_pending) {
+		st->handoff_pending = 0;
+		if (st->conn != st->handoff_conn) {
+			/* Woken for another request: what it did since its last
+			 * write, and the sleep it is woken from, were no part of
+			 * the request it is handed now. */
+			end_tail(st, false);
+			st->conn = st->handoff_conn;
+			st->offcpu_pending_ns = 0;
+		}
+		st->handoff_depth = st->handoff_pending_depth;
+	}
 	if (st->runnable_since_ns) {
-		__u64 runqueue_ns = now - st->runnable_since_ns;
-		COUNT(s, runqueue_ns, runqueue_ns);
-		COUNT(s, offcpu_ns, st->offcpu_pending_ns);
 		charge_wait(st, runqueue_ns);
 		st->runnable_since_ns = 0;
 	}
@@ -731,6 +764,57 @@ static __always_inline void woken(struct task_struct *p)
 		st->blocked_since_ns = 0;
 	}
 	st->runnable_since_ns = now;
+}
+
+/* The waker runs this, in its own context: a target thread serving a
+ * request hands it to the thread it wakes. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_sched_waking, struct task_struct *p)
+{
+	__u32 waker_tid;
+	struct thread_state *waker = current_thread(this_cpu(), &waker_tid);
+	if (!waker || !waker->conn || waker->in_tail || waker->handoff_depth >= MAX_HANDOFF_DEPTH)
+		return 0;
+	__u32 tgid = p->tgid;
+	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
+	if (!target || *target != waker->target)
+		return 0;
+	__u32 tid = p->pid;
+	if (tid == waker_tid)
+		return 0;
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &waker->conn);
+	if (!c || c->role != ROLE_SERVER)
+		return 0;
+	struct thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st || !st->served)
+		return 0;
+	st->handoff_conn = waker->conn;
+	st->handoff_pending_depth = waker->handoff_depth + 1;
+	st->handoff_pending = 1;
+	struct target_stats *s = stats_of(*target);
+	COUNT(s, handoffs, 1);
+	return 0;
+}
+
+/* A process forked by a target joins it, when children are followed. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!enabled || !follow_children)
+		return 0;
+	__u32 child_tgid = child->tgid;
+	if (child_tgid != (__u32)child->pid)
+		return 0; /* a new thread, not a new process */
+	__u32 parent_tgid = parent->tgid;
+	__u32 *target = bpf_map_lookup_elem(&targets, &parent_tgid);
+	if (!target)
+		return 0;
+	__u32 index = *target;
+	if (bpf_map_update_elem(&targets, &child_tgid, &index, BPF_NOEXIST) == 0) {
+		struct target_stats *s = stats_of(index);
+		COUNT(s, children_followed, 1);
+	}
+	return 0;
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -863,6 +947,8 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	}
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	st->conn = cookie;
+	st->handoff_depth = 0;
+	st->served = 1;
 	return 0;
 }
 
@@ -889,6 +975,8 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	c->rec.end_ns = now;
 	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	st->conn = cookie;
+	st->handoff_depth = 0;
+	st->served = 1;
 	st->wrote = 1;
 	return 0;
 }

@@ -261,8 +261,10 @@ func attachAll(objs *reqprofObjects) ([]link.Link, error) {
 		prog       *ebpf.Program
 	}{
 		{tpSchedSwitch, objs.OnSchedSwitch},
+		{tpSchedWaking, objs.OnSchedWaking},
 		{tpSchedWakeup, objs.OnSchedWakeup},
 		{tpSchedWakeupNew, objs.OnSchedWakeupNew},
+		{tpSchedProcessFork, objs.OnSchedProcessFork},
 		{tpSysEnter, objs.OnSysEnter},
 		{tpSysExit, objs.OnSysExit},
 		{tpSockRecvLength, objs.OnSockRecvLength},

@@ -23,7 +23,7 @@ type overheadMeter struct {
 
 func startOverhead(objs *reqprofObjects) *overheadMeter {
 	m := &overheadMeter{progs: []*ebpf.Program{
-		objs.OnSchedSwitch, objs.OnSchedWakeup, objs.OnSchedWakeupNew, objs.OnSysEnter, objs.OnSysExit,
+		objs.OnSchedSwitch, objs.OnSchedWaking, objs.OnSchedProcessFork, objs.OnSchedWakeup, objs.OnSchedWakeupNew, objs.OnSysEnter, objs.OnSysExit,
 		objs.OnSockRecvLength, objs.OnSockSendLength, objs.OnInetSockSetState, objs.OnSoftirqEntry,
 		objs.OnSoftirqExit, objs.OnIrqHandlerEntry, objs.OnIrqHandlerExit, objs.OnLocalTimerEntry,
 		objs.OnLocalTimerExit, objs.OnPageFaultUser,

@@ -21,6 +21,8 @@ var (
 	tpSchedSwitch      = tracepoint{name: "sched_switch", since: "2.6"}
 	tpSchedWakeup      = tracepoint{name: "sched_wakeup", since: "2.6"}
 	tpSchedWakeupNew   = tracepoint{name: "sched_wakeup_new", since: "2.6"}
+	tpSchedWaking      = tracepoint{name: "sched_waking", since: "4.3"}
+	tpSchedProcessFork = tracepoint{name: "sched_process_fork", since: "2.6"}
 	tpSysEnter         = tracepoint{name: "sys_enter", since: "3.7"}
 	tpSysExit          = tracepoint{name: "sys_exit", since: "3.7"}
 	tpSockRecvLength   = tracepoint{name: "sock_recv_length", since: "6.3"}
@@ -37,7 +39,7 @@ var (
 )
 
 var tracepoints = []tracepoint{
-	tpSchedSwitch, tpSchedWakeup, tpSchedWakeupNew, tpSysEnter, tpSysExit, tpSockRecvLength, tpSockSendLength,
+	tpSchedSwitch, tpSchedWaking, tpSchedWakeup, tpSchedWakeupNew, tpSchedProcessFork, tpSysEnter, tpSysExit, tpSockRecvLength, tpSockSendLength,
 	tpInetSockSetState, tpSoftirqEntry, tpSoftirqExit, tpIrqHandlerEntry, tpIrqHandlerExit,
 }
 

@@ -90,28 +90,35 @@ type reqprofTargetStats struct {
 	SwitchIns            uint64
 	RunqueueNs           uint64
 	OffcpuNs             uint64
+	Handoffs             uint64
+	ChildrenFollowed     uint64
 }
 
 type reqprofThreadState struct {
-	_               structs.HostLayout
-	Conn            uint64
-	RunStartNs      uint64
-	SyscallStartNs  uint64
-	HeldNs          uint64
-	SchedAtIn       uint64
-	SliceCutNs      uint64
-	DebtNs          uint64
-	InterruptedNs   uint64
-	BlockedSinceNs  uint64
-	RunnableSinceNs uint64
-	OffcpuPendingNs uint64
-	ReadBuf         uint64
-	Target          uint32
-	Mode            uint32
-	InTail          uint32
-	Wrote           uint32
-	SyscallNr       uint32
-	Pad             uint32
+	_                   structs.HostLayout
+	Conn                uint64
+	RunStartNs          uint64
+	SyscallStartNs      uint64
+	HeldNs              uint64
+	SchedAtIn           uint64
+	SliceCutNs          uint64
+	DebtNs              uint64
+	InterruptedNs       uint64
+	BlockedSinceNs      uint64
+	RunnableSinceNs     uint64
+	OffcpuPendingNs     uint64
+	ReadBuf             uint64
+	Target              uint32
+	Mode                uint32
+	InTail              uint32
+	Wrote               uint32
+	SyscallNr           uint32
+	HandoffDepth        uint32
+	HandoffConn         uint64
+	HandoffPending      uint32
+	HandoffPendingDepth uint32
+	Served              uint32
+	Pad2                uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -132,9 +139,11 @@ const (
 	reqprofProgOnLocalTimerEntry   = "on_local_timer_entry"
 	reqprofProgOnLocalTimerExit    = "on_local_timer_exit"
 	reqprofProgOnPageFaultUser     = "on_page_fault_user"
+	reqprofProgOnSchedProcessFork  = "on_sched_process_fork"
 	reqprofProgOnSchedSwitch       = "on_sched_switch"
 	reqprofProgOnSchedWakeup       = "on_sched_wakeup"
 	reqprofProgOnSchedWakeupNew    = "on_sched_wakeup_new"
+	reqprofProgOnSchedWaking       = "on_sched_waking"
 	reqprofProgOnSockRecvLength    = "on_sock_recv_length"
 	reqprofProgOnSockSendLength    = "on_sock_send_length"
 	reqprofProgOnSoftirqEntry      = "on_softirq_entry"
@@ -147,6 +156,7 @@ const (
 	reqprofVarCaptureBytes         = "capture_bytes"
 	reqprofVarEnableNs             = "enable_ns"
 	reqprofVarEnabled              = "enabled"
+	reqprofVarFollowChildren       = "follow_children"
 	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
@@ -200,9 +210,11 @@ type reqprofProgramSpecs struct {
 	OnLocalTimerEntry  *ebpf.ProgramSpec `ebpf:"on_local_timer_entry"`
 	OnLocalTimerExit   *ebpf.ProgramSpec `ebpf:"on_local_timer_exit"`
 	OnPageFaultUser    *ebpf.ProgramSpec `ebpf:"on_page_fault_user"`
+	OnSchedProcessFork *ebpf.ProgramSpec `ebpf:"on_sched_process_fork"`
 	OnSchedSwitch      *ebpf.ProgramSpec `ebpf:"on_sched_switch"`
 	OnSchedWakeup      *ebpf.ProgramSpec `ebpf:"on_sched_wakeup"`
 	OnSchedWakeupNew   *ebpf.ProgramSpec `ebpf:"on_sched_wakeup_new"`
+	OnSchedWaking      *ebpf.ProgramSpec `ebpf:"on_sched_waking"`
 	OnSockRecvLength   *ebpf.ProgramSpec `ebpf:"on_sock_recv_length"`
 	OnSockSendLength   *ebpf.ProgramSpec `ebpf:"on_sock_send_length"`
 	OnSoftirqEntry     *ebpf.ProgramSpec `ebpf:"on_softirq_entry"`
@@ -235,6 +247,7 @@ type reqprofVariableSpecs struct {
 	CaptureBytes         *ebpf.VariableSpec `ebpf:"capture_bytes"`
 	EnableNs             *ebpf.VariableSpec `ebpf:"enable_ns"`
 	Enabled              *ebpf.VariableSpec `ebpf:"enabled"`
+	FollowChildren       *ebpf.VariableSpec `ebpf:"follow_children"`
 	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
@@ -293,6 +306,7 @@ type reqprofVariables struct {
 	CaptureBytes         *ebpf.Variable `ebpf:"capture_bytes"`
 	EnableNs             *ebpf.Variable `ebpf:"enable_ns"`
 	Enabled              *ebpf.Variable `ebpf:"enabled"`
+	FollowChildren       *ebpf.Variable `ebpf:"follow_children"`
 	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
@@ -308,9 +322,11 @@ type reqprofPrograms struct {
 	OnLocalTimerEntry  *ebpf.Program `ebpf:"on_local_timer_entry"`
 	OnLocalTimerExit   *ebpf.Program `ebpf:"on_local_timer_exit"`
 	OnPageFaultUser    *ebpf.Program `ebpf:"on_page_fault_user"`
+	OnSchedProcessFork *ebpf.Program `ebpf:"on_sched_process_fork"`
 	OnSchedSwitch      *ebpf.Program `ebpf:"on_sched_switch"`
 	OnSchedWakeup      *ebpf.Program `ebpf:"on_sched_wakeup"`
 	OnSchedWakeupNew   *ebpf.Program `ebpf:"on_sched_wakeup_new"`
+	OnSchedWaking      *ebpf.Program `ebpf:"on_sched_waking"`
 	OnSockRecvLength   *ebpf.Program `ebpf:"on_sock_recv_length"`
 	OnSockSendLength   *ebpf.Program `ebpf:"on_sock_send_length"`
 	OnSoftirqEntry     *ebpf.Program `ebpf:"on_softirq_entry"`
@@ -327,9 +343,11 @@ func (p *reqprofPrograms) Close() error {
 		p.OnLocalTimerEntry,
 		p.OnLocalTimerExit,
 		p.OnPageFaultUser,
+		p.OnSchedProcessFork,
 		p.OnSchedSwitch,
 		p.OnSchedWakeup,
 		p.OnSchedWakeupNew,
+		p.OnSchedWaking,
 		p.OnSockRecvLength,
 		p.OnSockSendLength,
 		p.OnSoftirqEntry,
