@@ -23,13 +23,14 @@
  * of the piece it interrupted and charged as such, so that
  * user + syscalls + softirq + irq = on-CPU time, exactly.
  *
- * After a write, the thread's costs go to the connection's "tail": if its
- * next socket operation writes more of the same response, the tail was part
- * of that request; otherwise (it reads, or turns to another connection) the
- * tail was the server's loop between requests (epoll_wait, accept,
- * bookkeeping) and is reported as unattributed, between requests. So a
- * request's CPU runs from the entry of the read that starts it to the exit of
- * its last write.
+ * After a write, the thread's costs go to the connection's "tail" until its
+ * next socket operation: more of the same response, a new request, another
+ * connection, or the close. The tail is part of the request it follows (its
+ * response lasts until the next request starts), so the server's loop
+ * between requests (epoll_wait, accept, bookkeeping) is charged to the
+ * requests it serves; it is also counted on its own, to show the loop's
+ * share. So a request's CPU runs from the entry of the read that starts it
+ * until its thread turns to other work.
  *
  * Waiting: off-CPU time runs from a voluntary switch-out to the wakeup,
  * run-queue time from the wakeup (or a preemption) to the switch-in; both
@@ -191,7 +192,7 @@ struct thread_state {
 struct target_stats {
 	__u64 unattributed_user_ns;
 	__u64 unattributed_kernel_ns;
-	__u64 between_requests_ns; /* part of unattributed: after a response, before the next */
+	__u64 between_requests_ns; /* part of attributed: tails, the server's loop after responses */
 	__u64 charged_ns;          /* all CPU charged anywhere: a consistency check */
 	__u64 dropped_ns;          /* CPU of requests closed before any response */
 	__u64 dropped_requests;
@@ -453,53 +454,44 @@ static __always_inline void charge(struct thread_state *st, __u64 ns, int syscal
 	charge_to(st, destination(st), ns, syscall_nr);
 }
 
-/* Moves a tail to where it belongs: into its request when more of the same
- * response follows, else into the target's time between requests. */
-static __always_inline void settle_tail(struct conn_state *c, bool same_response)
+/* Moves a tail into the request it follows, and counts it as loop time. */
+static __always_inline void settle_tail(struct conn_state *c)
 {
 	struct cost *t = &c->tail;
-	if (same_response) {
-		struct cost *r = &c->rec.cost;
-		__sync_fetch_and_add(&r->user_ns, t->user_ns);
-		__sync_fetch_and_add(&r->irq_ns, t->irq_ns);
-		__sync_fetch_and_add(&r->runqueue_ns, t->runqueue_ns);
-		__sync_fetch_and_add(&r->offcpu_ns, t->offcpu_ns);
-		__sync_fetch_and_add(&r->page_faults, t->page_faults);
-		__sync_fetch_and_add(&r->voluntary_switches, t->voluntary_switches);
-		__sync_fetch_and_add(&r->involuntary_switches, t->involuntary_switches);
-		for (int i = 0; i < NR_SOFTIRQS; i++)
-			__sync_fetch_and_add(&r->softirq_ns[i], t->softirq_ns[i]);
-		for (int i = 0; i < SYSCALL_SLOTS; i++) {
-			struct syscall_slot *slot = &t->syscalls[i];
-			if (slot->nr)
-				add_syscall(r, slot->nr - 1, slot->ns, slot->calls);
-		}
-		if (t->other_syscall_calls) {
-			__sync_fetch_and_add(&r->syscall_ns, t->other_syscall_ns);
-			__sync_fetch_and_add(&r->other_syscall_ns, t->other_syscall_ns);
-			__sync_fetch_and_add(&r->other_syscall_calls, t->other_syscall_calls);
-		}
-	} else {
-		struct target_stats *s = stats_of(c->rec.target);
-		if (s) {
-			__u64 kernel = kernel_ns_of(t);
-			s->unattributed_user_ns += t->user_ns;
-			s->unattributed_kernel_ns += kernel;
-			s->between_requests_ns += t->user_ns + kernel;
-		}
+	struct cost *r = &c->rec.cost;
+	struct target_stats *s = stats_of(c->rec.target);
+	COUNT(s, between_requests_ns, t->user_ns + kernel_ns_of(t));
+	__sync_fetch_and_add(&r->user_ns, t->user_ns);
+	__sync_fetch_and_add(&r->irq_ns, t->irq_ns);
+	__sync_fetch_and_add(&r->runqueue_ns, t->runqueue_ns);
+	__sync_fetch_and_add(&r->offcpu_ns, t->offcpu_ns);
+	__sync_fetch_and_add(&r->page_faults, t->page_faults);
+	__sync_fetch_and_add(&r->voluntary_switches, t->voluntary_switches);
+	__sync_fetch_and_add(&r->involuntary_switches, t->involuntary_switches);
+	for (int i = 0; i < NR_SOFTIRQS; i++)
+		__sync_fetch_and_add(&r->softirq_ns[i], t->softirq_ns[i]);
+	for (int i = 0; i < SYSCALL_SLOTS; i++) {
+		struct syscall_slot *slot = &t->syscalls[i];
+		if (slot->nr)
+			add_syscall(r, slot->nr - 1, slot->ns, slot->calls);
+	}
+	if (t->other_syscall_calls) {
+		__sync_fetch_and_add(&r->syscall_ns, t->other_syscall_ns);
+		__sync_fetch_and_add(&r->other_syscall_ns, t->other_syscall_ns);
+		__sync_fetch_and_add(&r->other_syscall_calls, t->other_syscall_calls);
 	}
 	__builtin_memset(t, 0, sizeof(*t));
 }
 
 /* Ends the thread's tail, if it has one. */
-static __always_inline void end_tail(struct thread_state *st, bool same_response)
+static __always_inline void end_tail(struct thread_state *st)
 {
 	if (!st->in_tail)
 		return;
 	st->in_tail = 0;
 	struct conn_state *c = st->conn ? bpf_map_lookup_elem(&conns, &st->conn) : 0;
 	if (c)
-		settle_tail(c, same_response);
+		settle_tail(c);
 }
 
 /* Charges or holds back ns of the thread's time in its current mode:
@@ -691,7 +683,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 				/* Its final switch: what it held back has no boundary
 				 * left to tell; it was in the exit syscall. */
 				charge(st, st->held_ns, st->syscall_nr);
-				end_tail(st, false);
+				end_tail(st);
 				bpf_map_delete_elem(&threads, &prev_tid);
 			}
 		}
@@ -727,10 +719,9 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	if (st->handoff_pending) {
 		st->handoff_pending = 0;
 		if (st->conn != st->handoff_conn) {
-			/* Woken for another request: what it did since its last
-			 * write, and the sleep it is woken from, were no part of
-			 * the request it is handed now. */
-			end_tail(st, false);
+			/* Woken for another request: the sleep it is woken from
+			 * was no part of the request it is handed now. */
+			end_tail(st);
 			st->conn = st->handoff_conn;
 			st->offcpu_pending_ns = 0;
 		}
@@ -922,7 +913,7 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	struct conn_state *c = conn_of(sk, cookie, st->target, tid, PHASE_IDLE, 0);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
-	end_tail(st, false);
+	end_tail(st);
 
 	if (c->phase != PHASE_READING) {
 		/* Data after a response (or after accept): a new request. */
@@ -967,7 +958,7 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	struct conn_state *c = conn_of(sk, cookie, st->target, tid, PHASE_RESPONDING, REQ_START_UNSEEN);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
-	end_tail(st, st->conn == cookie);
+	end_tail(st);
 	__u64 now = bpf_ktime_get_ns();
 	c->phase = PHASE_RESPONDING;
 	if (!c->rec.first_write_ns)
@@ -997,7 +988,7 @@ int BPF_PROG(on_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 	if (!c)
 		return 0;
 	if (c->role == ROLE_SERVER) {
-		settle_tail(c, false);
+		settle_tail(c);
 		if (c->phase == PHASE_RESPONDING) {
 			emit(c, cookie);
 		} else {

@@ -41,7 +41,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 			LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
 			Exited:             p.exited,
 		}
-		if p.schedNsAt >= p.schedNs0 {
+		if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && !p.followed(s) {
 			t.SchedCPUNs = p.schedNsAt - p.schedNs0
 		}
 		targets[i] = t
@@ -65,10 +65,9 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 		}
 		openConns[cookie] = true
 		t := &targets[r.Target]
-		// A tail no later write claimed was time between requests.
-		tail := cpuNs(&c.Tail)
-		t.UnattributedNs += tail
-		t.BetweenRequestsNs += tail
+		// What the thread did after the response so far belongs to it.
+		t.BetweenRequestsNs += cpuNs(&c.Tail)
+		mergeCost(&r.Cost, &c.Tail)
 		switch {
 		case c.Phase == phaseResponding && r.Flags&recordStartUnseen == 0:
 			req := requestOf(r)
@@ -103,9 +102,6 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 			pending += endNs - st.RunStartNs
 		}
 		switch {
-		case st.InTail != 0:
-			t.UnattributedNs += pending
-			t.BetweenRequestsNs += pending
 		case openConns[st.Conn]:
 			t.UnfinishedNs += pending
 		default:
@@ -123,6 +119,43 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets, Meta: meta}, nil
 }
 
+// mergeCost adds a tail's costs to its request's, as settle_tail does in
+// bpf/reqprof.bpf.c.
+func mergeCost(into, tail *reqprofCost) {
+	into.UserNs += tail.UserNs
+	into.SyscallNs += tail.SyscallNs
+	into.IrqNs += tail.IrqNs
+	into.RunqueueNs += tail.RunqueueNs
+	into.OffcpuNs += tail.OffcpuNs
+	into.PageFaults += tail.PageFaults
+	into.VoluntarySwitches += tail.VoluntarySwitches
+	into.InvoluntarySwitches += tail.InvoluntarySwitches
+	into.OtherSyscallNs += tail.OtherSyscallNs
+	into.OtherSyscallCalls += tail.OtherSyscallCalls
+	for i := range into.SoftirqNs {
+		into.SoftirqNs[i] += tail.SoftirqNs[i]
+	}
+next:
+	for _, slot := range tail.Syscalls {
+		if slot.Nr == 0 {
+			continue
+		}
+		for i := range into.Syscalls {
+			if into.Syscalls[i].Nr == slot.Nr || into.Syscalls[i].Nr == 0 {
+				into.Syscalls[i].Nr = slot.Nr
+				into.Syscalls[i].Ns += slot.Ns
+				into.Syscalls[i].Calls += slot.Calls
+				continue next
+			}
+		}
+		into.OtherSyscallNs += slot.Ns
+		into.OtherSyscallCalls += slot.Calls
+	}
+}
+
+// followed says whether processes joined the target in the window.
+func (p *process) followed(s reqprofTargetStats) bool { return s.ChildrenFollowed > 0 }
+
 func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 	var sum reqprofTargetStats
 	for _, s := range perCPU {
@@ -138,6 +171,8 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.StartUnseen += s.StartUnseen
 		sum.SwitchIns += s.SwitchIns
 		sum.BetweenRequestsNs += s.BetweenRequestsNs
+		sum.ChildrenFollowed += s.ChildrenFollowed
+		sum.Handoffs += s.Handoffs
 		sum.RunqueueNs += s.RunqueueNs
 		sum.OffcpuNs += s.OffcpuNs
 	}

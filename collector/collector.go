@@ -24,10 +24,11 @@ import (
 // maxTargets is MAX_TARGETS in bpf/reqprof.bpf.c.
 const maxTargets = 64
 
-// Target is one process to profile.
+// Target is one process to profile, or every process of a cgroup.
 type Target struct {
-	PID   int
-	Label string // optional name shown in reports
+	PID    int
+	Label  string // optional name shown in reports
+	Cgroup string // a cgroup v2 directory instead of PID: all its processes, as one target
 }
 
 // Config says what to profile and for how long.
@@ -45,6 +46,10 @@ type Config struct {
 	CaptureBytes int
 	// NoPayload captures nothing: requests are named by port only.
 	NoPayload bool
+	// FollowChildren adds each target's child processes, present and
+	// future, to it: a pre-fork server (nginx, gunicorn, PHP-FPM) is
+	// profiled through its master.
+	FollowChildren bool
 }
 
 // MaxCaptureBytes is PAYLOAD_MAX in bpf/reqprof.bpf.c.
@@ -67,6 +72,10 @@ type process struct {
 	exited    bool
 	schedNs0  uint64 // kernel CPU clock at the window's start
 	schedNsAt uint64 // its latest reading
+	// members are its processes besides PID: children or cgroup members.
+	// The kernel's CPU clock is per process, so a target of several has
+	// no single figure to compare with.
+	members   []int
 	requests  []report.Request
 	breakdown map[string]report.KernelCost
 }
@@ -87,7 +96,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, err
 	}
 
-	objs, err := load(cfg.capture())
+	objs, err := load(cfg.capture(), cfg.FollowChildren)
 	if err != nil {
 		return report.Run{}, err
 	}
@@ -146,8 +155,8 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	for i, p := range procs {
 		p.schedNs0, _ = processCPUNs(p.PID)
 		p.schedNsAt = p.schedNs0
-		if err := objs.Targets.Put(uint32(p.PID), uint32(i)); err != nil {
-			return report.Run{}, fmt.Errorf("registering target %d: %w", p.PID, err)
+		if err := p.register(objs.Targets, i, cfg.FollowChildren); err != nil {
+			return report.Run{}, err
 		}
 	}
 	if err := objs.TargetsGeneration.Set(uint32(2)); err != nil {
@@ -157,7 +166,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		cfg.OnAttached(attachedLine(procs))
 	}
 
-	waitWindow(ctx, cfg.Duration, objs.ListenPorts, procs)
+	waitWindow(ctx, cfg.Duration, objs, procs)
 
 	// Close the window: stop counting, then read the process clocks at
 	// the same instant so both accountings cover the same time.
@@ -204,7 +213,7 @@ func (cfg Config) capture() int {
 	return cfg.CaptureBytes
 }
 
-func load(captureBytes int) (*reqprofObjects, error) {
+func load(captureBytes int, followChildren bool) (*reqprofObjects, error) {
 	if captureBytes < 0 || captureBytes > MaxCaptureBytes {
 		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", captureBytes, MaxCaptureBytes)
 	}
@@ -214,6 +223,11 @@ func load(captureBytes int) (*reqprofObjects, error) {
 	}
 	if err := spec.Variables["capture_bytes"].Set(uint32(captureBytes)); err != nil {
 		return nil, fmt.Errorf("setting capture bytes: %w", err)
+	}
+	if followChildren {
+		if err := spec.Variables["follow_children"].Set(uint32(1)); err != nil {
+			return nil, fmt.Errorf("following children: %w", err)
+		}
 	}
 	var objs reqprofObjects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
@@ -232,6 +246,20 @@ func openTargets(targets []Target) ([]*process, error) {
 	seen := map[int]bool{}
 	var procs []*process
 	for _, t := range targets {
+		var members []int
+		if t.Cgroup != "" {
+			pids, err := cgroupProcs(t.Cgroup)
+			if err != nil {
+				return nil, err
+			}
+			if len(pids) == 0 {
+				return nil, fmt.Errorf("cgroup %s has no process", t.Cgroup)
+			}
+			t.PID, members = pids[0], pids[1:]
+			if t.Label == "" {
+				t.Label = t.Cgroup
+			}
+		}
 		if t.PID <= 0 {
 			return nil, fmt.Errorf("invalid pid %d", t.PID)
 		}
@@ -247,9 +275,47 @@ func openTargets(targets []Target) ([]*process, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening process %d: %w", t.PID, err)
 		}
-		procs = append(procs, &process{Target: t, comm: comm, pidfd: fd})
+		procs = append(procs, &process{Target: t, comm: comm, pidfd: fd, members: members})
 	}
 	return procs, nil
+}
+
+// register puts a target's processes into the targets map: its own, its
+// members, and with children followed, its descendants now (the programs
+// add later ones as they fork).
+func (p *process) register(targets *ebpf.Map, index int, followChildren bool) error {
+	pids := append([]int{p.PID}, p.members...)
+	if followChildren {
+		for _, pid := range pids {
+			pids = append(pids, descendants(pid)...)
+		}
+	}
+	for _, pid := range pids {
+		if err := targets.Update(uint32(pid), uint32(index), ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("registering target %d: %w", pid, err)
+		}
+	}
+	if len(pids) > 1 {
+		p.members = pids[1:]
+	}
+	return nil
+}
+
+// refreshCgroup adds processes that joined a cgroup target since.
+func (p *process) refreshCgroup(targets *ebpf.Map, index int) {
+	if p.Cgroup == "" {
+		return
+	}
+	pids, err := cgroupProcs(p.Cgroup)
+	if err != nil {
+		return
+	}
+	for _, pid := range pids {
+		_ = targets.Update(uint32(pid), uint32(index), ebpf.UpdateNoExist)
+	}
+	if len(pids) > 1 {
+		p.members = pids
+	}
 }
 
 // attachAll attaches every program; on error it returns the links made so
@@ -320,7 +386,7 @@ func attachedLine(procs []*process) string {
 
 // waitWindow returns when the duration passes, ctx is done, or every target
 // has exited. Meanwhile it notes exits and new listening ports.
-func waitWindow(ctx context.Context, duration time.Duration, ports *ebpf.Map, procs []*process) {
+func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObjects, procs []*process) {
 	var deadline <-chan time.Time
 	if duration > 0 {
 		timer := time.NewTimer(duration)
@@ -338,7 +404,8 @@ func waitWindow(ctx context.Context, duration time.Duration, ports *ebpf.Map, pr
 		case <-tick.C:
 		}
 		alive := 0
-		for _, p := range procs {
+		for i, p := range procs {
+			p.refreshCgroup(objs.Targets, i)
 			if p.exited {
 				continue
 			}
@@ -355,7 +422,7 @@ func waitWindow(ctx context.Context, duration time.Duration, ports *ebpf.Map, pr
 			return
 		}
 		// Best effort: a port opened during the window is picked up here.
-		_ = refreshListenPorts(ports, procs)
+		_ = refreshListenPorts(objs.ListenPorts, procs)
 	}
 }
 

@@ -87,7 +87,7 @@ func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, r
 func TestNginxUnderWrk(t *testing.T) {
 	requireBPF(t)
 	nginxBin, wrkBin := lookPathOrFail(t, "nginx"), lookPathOrFail(t, "wrk")
-	pid, port := startNginx(t, nginxBin)
+	pid, port := startNginx(t, nginxBin, 0)
 
 	var out []byte
 	w := profile(t, []int{pid}, func() {
@@ -113,6 +113,45 @@ func TestNginxUnderWrk(t *testing.T) {
 	}
 }
 
+// TestPreforkNginxThroughMaster: nginx with a master and two workers,
+// attached through the master with its children followed: every request
+// the workers serve is counted.
+func TestPreforkNginxThroughMaster(t *testing.T) {
+	requireBPF(t)
+	nginxBin, wrkBin := lookPathOrFail(t, "nginx"), lookPathOrFail(t, "wrk")
+	master, port := startNginx(t, nginxBin, 2)
+	var out []byte
+	w := profileWith(t, []int{master}, true, func() {
+		var err error
+		out, err = exec.Command(wrkBin, "-t2", "-c8", "-d2s", fmt.Sprintf("http://127.0.0.1:%d/", port)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("wrk: %v\n%s", err, out)
+		}
+	})
+	m := regexp.MustCompile(`(\d+) requests in`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no request count in wrk's output:\n%s", out)
+	}
+	wrkCount, _ := strconv.Atoi(string(m[1]))
+	target := targetOf(t, w.run, master)
+	tids := map[uint32]bool{}
+	for _, r := range target.Requests {
+		tids[r.TID] = true
+	}
+	t.Logf("pre-fork nginx: wrk %d requests, reqprof %d from %d worker threads, %.1f µs cpu/request; unattributed %.1f%% of %.1f ms",
+		wrkCount, len(target.Requests), len(tids), meanCPUUs(target.Requests),
+		100*float64(target.UnattributedNs)/float64(target.ProcessNs()), float64(target.ProcessNs())/1e6)
+	if wrkCount < 1000 || !within(float64(len(target.Requests)), float64(wrkCount), 0.01) {
+		t.Errorf("reqprof counted %d requests, wrk %d: more than 1%% apart", len(target.Requests), wrkCount)
+	}
+	if len(tids) != 2 {
+		t.Errorf("requests served by %d threads, want nginx's 2 workers", len(tids))
+	}
+	if share := float64(target.UnattributedNs) / float64(target.ProcessNs()); share > 0.10 {
+		t.Errorf("unattributed %.1f%% of the process CPU under steady load, want below 10%%", 100*share)
+	}
+}
+
 func lookPathOrFail(t *testing.T, name string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
@@ -128,15 +167,20 @@ func lookPathOrFail(t *testing.T, name string) string {
 	return ""
 }
 
-// startNginx runs nginx in the foreground as a single process (no master),
-// answering every request with a small fixed body.
-func startNginx(t *testing.T, bin string) (pid, port int) {
+// startNginx runs nginx in the foreground, answering every request with a
+// small fixed body: as a single process, or as a master with workers
+// (pre-fork), when workers > 0.
+func startNginx(t *testing.T, bin string, workers int) (pid, port int) {
 	t.Helper()
 	dir := t.TempDir()
 	port = freePort(t)
+	master := "off"
+	if workers > 0 {
+		master = "on"
+	}
 	conf := fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
+master_process %[3]s;
+worker_processes %[4]d;
 error_log %[1]s/error.log;
 pid %[1]s/nginx.pid;
 events { worker_connections 1024; }
@@ -152,7 +196,7 @@ http {
 		location / { return 200 "ok\n"; }
 	}
 }
-`, dir, port)
+`, dir, port, master, max(workers, 1))
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

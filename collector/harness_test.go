@@ -130,6 +130,12 @@ type window struct {
 // window once load returns.
 func profile(t *testing.T, pids []int, load func()) window {
 	t.Helper()
+	return profileWith(t, pids, false, load)
+}
+
+// profileWith is profile, following the targets' children when asked.
+func profileWith(t *testing.T, pids []int, followChildren bool, load func()) window {
+	t.Helper()
 	requireBPF(t)
 	var targets []collector.Target
 	for _, pid := range pids {
@@ -145,9 +151,10 @@ func profile(t *testing.T, pids []int, load func()) window {
 	done := make(chan outcome, 1)
 	go func() {
 		run, err := collector.Run(ctx, collector.Config{
-			Targets:    targets,
-			Duration:   time.Minute, // a bound; the test closes the window earlier
-			OnAttached: func(line string) { attached <- line },
+			Targets:        targets,
+			Duration:       time.Minute, // a bound; the test closes the window earlier
+			FollowChildren: followChildren,
+			OnAttached:     func(line string) { attached <- line },
 		})
 		done <- outcome{run, err}
 	}()

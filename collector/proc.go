@@ -103,3 +103,68 @@ func parseListeningPorts(f io.Reader, ports map[uint16]bool) error {
 	}
 	return sc.Err()
 }
+
+// descendants lists the processes below pid in the process tree, from
+// /proc/*/stat's parent field.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if parent, ok := parentOf(string(b)); ok {
+			children[parent] = append(children[parent], child)
+		}
+	}
+	var found []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		next := queue[0]
+		queue = queue[1:]
+		found = append(found, children[next]...)
+		queue = append(queue, children[next]...)
+	}
+	return found
+}
+
+// parentOf reads the parent pid from a /proc/PID/stat line. The command name
+// (second field) may hold spaces and parentheses: fields are counted from
+// the last ')'.
+func parentOf(stat string) (int, bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(stat[i+1:])
+	if len(fields) < 2 {
+		return 0, false
+	}
+	parent, err := strconv.Atoi(fields[1])
+	return parent, err == nil
+}
+
+// cgroupProcs lists the processes of a cgroup (v2), from its cgroup.procs.
+func cgroupProcs(path string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", path, err)
+	}
+	var pids []int
+	for _, field := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(field)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup %s: malformed cgroup.procs", path)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}

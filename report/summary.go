@@ -90,7 +90,8 @@ type TargetSummary struct {
 	ProcessCPUUs      float64 `json:"process_cpu_us"`
 	AttributedCPUUs   float64 `json:"attributed_cpu_us"`
 	UnattributedCPUUs float64 `json:"unattributed_cpu_us"`
-	// Part of UnattributedCPUUs: after a response, before the next request.
+	// Part of AttributedCPUUs: after a response, before the thread turns
+	// to other work (the server's loop), charged to the request it follows.
 	BetweenRequestsCPUUs float64 `json:"between_requests_cpu_us"`
 	SchedCPUUs           float64 `json:"sched_cpu_us"`
 

@@ -60,13 +60,12 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 		return err
 	}
 
-	fmt.Fprintf(b, "CPU seen: %s ms = attributed %s ms%s + unattributed %s ms%s",
-		ms(t.ProcessCPUUs),
-		ms(t.AttributedCPUUs), share(t.AttributedCPUUs, t.ProcessCPUUs),
-		ms(t.UnattributedCPUUs), share(t.UnattributedCPUUs, t.ProcessCPUUs))
+	fmt.Fprintf(b, "CPU seen: %s ms = attributed %s ms%s",
+		ms(t.ProcessCPUUs), ms(t.AttributedCPUUs), share(t.AttributedCPUUs, t.ProcessCPUUs))
 	if t.BetweenRequestsCPUUs > 0 {
-		fmt.Fprintf(b, ", of which between requests %s ms", ms(t.BetweenRequestsCPUUs))
+		fmt.Fprintf(b, " (of which %s ms in the server's loop after responses)", ms(t.BetweenRequestsCPUUs))
 	}
+	fmt.Fprintf(b, " + unattributed %s ms%s", ms(t.UnattributedCPUUs), share(t.UnattributedCPUUs, t.ProcessCPUUs))
 	if t.SchedCPUUs > 0 {
 		fmt.Fprintf(b, "; kernel accounting %s ms (reqprof saw %.2f%%)",
 			ms(t.SchedCPUUs), 100*t.ProcessCPUUs/t.SchedCPUUs)

@@ -77,7 +77,7 @@ type Target struct {
 	UnfinishedRequests int
 
 	UnattributedNs uint64 // target threads on a CPU while serving no request
-	// BetweenRequestsNs is the part of UnattributedNs a thread spent after
+	// BetweenRequestsNs is the part of AttributedNs a thread spent after
 	// writing a response and before its next request: the server's loop
 	// (epoll_wait, accept, bookkeeping).
 	BetweenRequestsNs uint64

@@ -21,8 +21,9 @@ import (
 )
 
 const usage = `usage:
-  reqprof attach --pid PID[=LABEL] [--pid ...] [--floor PID[=LABEL]] [--duration 10s] [--repeat N]
-                 [--json FILE|-] [--html FILE] [--group-by route|port|none] [--syscalls] [--no-payload]
+  reqprof attach --pid PID[=LABEL] [--pid ...] [--cgroup DIR[=LABEL]] [--follow-children]
+                 [--floor PID[=LABEL]] [--duration 10s] [--repeat N] [--json FILE|-] [--html FILE]
+                 [--group-by route|port|none] [--syscalls] [--no-payload]
   reqprof demo   [--json FILE|-] [--html FILE]
 ` + compareUsage + `
 
@@ -84,6 +85,20 @@ func (p *pidFlags) Set(v string) error {
 	return nil
 }
 
+// cgroupFlags collects repeated --cgroup DIR[=LABEL].
+type cgroupFlags []collector.Target
+
+func (c *cgroupFlags) String() string { return "" }
+
+func (c *cgroupFlags) Set(v string) error {
+	dir, label, _ := strings.Cut(v, "=")
+	if dir == "" {
+		return errors.New("empty cgroup directory")
+	}
+	*c = append(*c, collector.Target{Cgroup: dir, Label: label})
+	return nil
+}
+
 // outputFlags are shared by every command that profiles and reports.
 type outputFlags struct {
 	duration     time.Duration
@@ -133,6 +148,9 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&pids, "pid", "process to profile, PID or PID=LABEL (repeatable; the first is the baseline)")
 	fs.Var(&floor, "floor", "a bare server, PID or PID=LABEL, profiled too: the others' CPU is also shown above its own")
 	repeat := fs.Int("repeat", 1, "profile N windows in a row and report the spread between them")
+	followChildren := fs.Bool("follow-children", false, "also profile each target's child processes, present and future (pre-fork servers: give the master)")
+	var cgroups cgroupFlags
+	fs.Var(&cgroups, "cgroup", "profile every process of this cgroup v2 directory as one target, CGROUP or CGROUP=LABEL (repeatable)")
 	out.register(fs, 0)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -140,8 +158,9 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	pids = append(pids, cgroups...)
 	if len(pids) == 0 {
-		return errors.New("attach needs --pid PID")
+		return errors.New("attach needs --pid PID or --cgroup DIR")
 	}
 	if len(floor) > 1 {
 		return errors.New("--floor takes one process")
@@ -162,6 +181,7 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	var runs []report.Run
 	for i := range *repeat {
 		cfg := out.config(targets)
+		cfg.FollowChildren = *followChildren || len(cgroups) > 0
 		cfg.OnAttached = func(line string) { fmt.Fprintln(stderr, line) }
 		run, err := collector.Run(ctx, cfg)
 		if err != nil {
