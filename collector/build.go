@@ -39,6 +39,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 			RunqueueNs:         s.RunqueueNs,
 			OffCPUNs:           s.OffcpuNs,
 			LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
+			LostBreakdown:      lostBreakdown(s),
 			Exited:             p.exited,
 		}
 		if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && !p.followed(s) {
@@ -48,7 +49,13 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 	}
 	// Records the collector could not decode are lost events of some
 	// target; the first is as good as any to show them on.
-	targets[0].LostEvents += malformed
+	if malformed > 0 {
+		targets[0].LostEvents += malformed
+		if targets[0].LostBreakdown == nil {
+			targets[0].LostBreakdown = map[string]uint64{}
+		}
+		targets[0].LostBreakdown["malformed"] = malformed
+	}
 
 	// Connections open when the window closed. A request whose response
 	// was being written is finished: the window's end ends it. One still
@@ -117,6 +124,21 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 		return report.Run{}, fmt.Errorf("reading threads: %w", err)
 	}
 	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets, Meta: meta}, nil
+}
+
+func lostBreakdown(s reqprofTargetStats) map[string]uint64 {
+	lost := map[string]uint64{}
+	for cause, n := range map[string]uint64{
+		"ring_buffer": s.LostRecords, "thread_map_full": s.LostThreads, "conn_map_full": s.LostConns,
+	} {
+		if n > 0 {
+			lost[cause] = n
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return lost
 }
 
 // mergeCost adds a tail's costs to its request's, as settle_tail does in

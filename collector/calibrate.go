@@ -75,13 +75,16 @@ func calibrateSyscallEntry(objs *reqprofObjects) (uint64, error) {
 		}
 		seen := after - before
 		if seen == 0 {
-			return 0, fmt.Errorf("calibrating: the syscall tracepoints saw none of %d syscalls", calibrationSyscalls)
+			continue // the thread moved before its state took; the next round counts
 		}
 		if spent > seen {
 			perSyscall = append(perSyscall, (spent-seen)/calibrationSyscalls)
 		} else {
 			perSyscall = append(perSyscall, 0)
 		}
+	}
+	if len(perSyscall) == 0 {
+		return 0, fmt.Errorf("calibrating: the syscall tracepoints saw none of %d syscalls", calibrationRounds*calibrationSyscalls)
 	}
 	slices.Sort(perSyscall)
 	return perSyscall[len(perSyscall)/2], nil

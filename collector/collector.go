@@ -395,6 +395,7 @@ func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObject
 	}
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
+	portsRead := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -422,9 +423,17 @@ func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObject
 			return
 		}
 		// Best effort: a port opened during the window is picked up here.
-		_ = refreshListenPorts(objs.ListenPorts, procs)
+		// Not at every tick: /proc/PID/net/tcp lists every socket of the
+		// namespace, and reading it costs milliseconds on a busy host.
+		if time.Since(portsRead) >= portsRefreshInterval {
+			_ = refreshListenPorts(objs.ListenPorts, procs)
+			portsRead = time.Now()
+		}
 	}
 }
+
+// portsRefreshInterval is how often listening ports are looked up again.
+const portsRefreshInterval = 2 * time.Second
 
 func hasExited(pidfd int) bool {
 	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}

@@ -278,6 +278,15 @@ func checkTarget(t TargetSummary, where string) []error {
 			}
 		}
 	}
+	if t.LostBreakdown != nil {
+		var sum uint64
+		for _, n := range t.LostBreakdown {
+			sum += n
+		}
+		if sum != t.LostEvents {
+			errs = append(errs, fmt.Errorf("%s.lost_breakdown adds up to %d, lost_events is %d", where, sum, t.LostEvents))
+		}
+	}
 	if t.CPUHistogram != nil {
 		if err := checkHistogram(*t.CPUHistogram, t.Requests); err != nil {
 			errs = append(errs, fmt.Errorf("%s.cpu_histogram: %w", where, err))

@@ -103,8 +103,9 @@ type TargetSummary struct {
 	UnfinishedRequests int     `json:"unfinished_requests"`
 	UnfinishedCPUUs    float64 `json:"unfinished_cpu_us"`
 
-	LostEvents uint64 `json:"lost_events"`
-	Exited     bool   `json:"exited"`
+	LostEvents    uint64            `json:"lost_events"`
+	LostBreakdown map[string]uint64 `json:"lost_breakdown,omitempty"`
+	Exited        bool              `json:"exited"`
 
 	// Partial is true when the figures are known to be incomplete; Warnings
 	// says why. Warnings is never null in JSON, so readers need no null case.
@@ -252,8 +253,9 @@ func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) Targ
 		UnfinishedRequests: t.UnfinishedRequests,
 		UnfinishedCPUUs:    usFromNs(t.UnfinishedNs),
 
-		LostEvents: t.LostEvents,
-		Exited:     t.Exited,
+		LostEvents:    t.LostEvents,
+		LostBreakdown: t.LostBreakdown,
+		Exited:        t.Exited,
 
 		Warnings: warnings(t),
 	}

@@ -86,8 +86,11 @@ type Target struct {
 	// accounting (CLOCK_PROCESS_CPUTIME_ID), independent of reqprof's BPF.
 	SchedCPUNs uint64
 
-	LostEvents uint64 // records or events reqprof could not keep
-	Exited     bool   // the process exited before the window closed
+	LostEvents uint64 // records or events reqprof could not keep: the sum of LostBreakdown
+	// LostBreakdown says where: "ring_buffer" (records the collector read
+	// too slowly), "thread_map_full", "conn_map_full", "malformed".
+	LostBreakdown map[string]uint64
+	Exited        bool // the process exited before the window closed
 }
 
 // AttributedNs is CPU charged to any request, finished or not.
