@@ -8,7 +8,7 @@ DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redi
 # Commands standing for them.
 DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark chromium
 
-.PHONY: build generate check-generate deps vet test demo fuzz
+.PHONY: build generate check-generate deps vet test demo fuzz bench
 
 build:
 	$(GO) build -o bin/reqprof ./cmd/reqprof
@@ -59,3 +59,10 @@ fuzz:
 	$(GO) test ./collector -run XXX -fuzz FuzzParseListeningPorts -fuzztime 30s
 	$(GO) test ./collector/route -run XXX -fuzz FuzzName -fuzztime 30s
 	$(GO) test ./collector/route -run XXX -fuzz FuzzJSONMethod -fuzztime 30s
+
+# Measures reqprof's overhead and scale on this machine from a real run
+# (root, nginx, wrk; about 6 minutes) and writes docs/BENCHMARKS.md.
+# BENCH_FLAGS=--quick for a run of about two minutes.
+bench: deps build
+	$(GO) build -o bin/reqprof-bench ./cmd/reqprof-bench
+	./bin/reqprof-bench --reqprof bin/reqprof --markdown docs/BENCHMARKS.md $(BENCH_FLAGS)

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// reqprof's performance goals, set for a 2-core machine.
+const (
+	goalAddedCPUUs       = 0.5    // µs of server CPU added per request, nginx
+	goalThroughputLoss   = 0.02   // fraction of nginx's throughput
+	goalLossFreeRate     = 50_000 // requests/s with zero lost events
+	goalManyConnsRSSByte = 100e6  // collector peak memory at many connections
+	goalChurnRSSGrowth   = 0.10   // collector memory growth over the churn phase
+)
+
+// markdown is the whole report, printed and written to the docs alike.
+func (b *bench) markdown() string {
+	var w strings.Builder
+	h := b.host
+	fmt.Fprintf(&w, "# Benchmarks\n\n")
+	fmt.Fprintf(&w, "Written by `make bench` (cmd/reqprof-bench) from a real run on the machine below; rerun it rather than edit this file. "+
+		"Every figure comes from the real `reqprof attach` binary attached to a real server under load on 127.0.0.1.\n\n")
+	w.WriteString(table([]string{"", ""}, [][]string{
+		{"Date", h.date},
+		{"Kernel", h.kernel},
+		{"CPU", fmt.Sprintf("%s, %d cores", h.cpu, h.cores)},
+		{"Load average before the run", h.loadavg},
+		{"Runs while another reqprof was loaded", b.runsBesideOtherReqprofs()},
+		{"reqprof", "built from " + h.revision},
+		{"nginx, wrk", h.nginx + ", " + h.wrk},
+		{"Command", "`" + h.command + "`"},
+	}))
+	b.writeGoals(&w)
+	b.writeOverhead(&w)
+	b.writeLadder(&w)
+	b.writeManyConnections(&w)
+	b.writeChurn(&w)
+	return w.String()
+}
+
+func (b *bench) writeGoals(w *strings.Builder) {
+	nginx := b.overheads[0]
+	added, loss := nginx.addedCPUUs(), nginx.throughputLoss()
+	bestRate, _ := b.lossFreeRate()
+	first, last := b.churned.samples[0], b.churned.samples[len(b.churned.samples)-1]
+	rows := [][]string{
+		{"Server CPU added per request, nginx", fmt.Sprintf("< %.1f µs", goalAddedCPUUs), fmt.Sprintf("%.2f µs", added), met(added < goalAddedCPUUs)},
+		{"Throughput loss, nginx", fmt.Sprintf("< %.0f%%", 100*goalThroughputLoss), percent(loss), met(loss < goalThroughputLoss)},
+		{"Zero lost events at a request rate of", thousands(goalLossFreeRate) + " req/s",
+			"highest loss-free: " + thousands(int(bestRate)) + " req/s", met(bestRate >= goalLossFreeRate)},
+		{fmt.Sprintf("Collector memory at %s connections", thousands(b.connections)), fmt.Sprintf("< %.0f MB", goalManyConnsRSSByte/1e6),
+			fmt.Sprintf("%s peak RSS, %s of %s connections open", megabytes(b.many.collector.peakRSS), thousands(b.many.hold.opened), thousands(b.connections)),
+			met(b.many.collector.peakRSS < goalManyConnsRSSByte && b.many.hold.opened == b.connections)},
+		{"Connection entries freed under churn", "0 left once connections close",
+			fmt.Sprintf("%d left of %s connections; at most %d at once", b.churned.after.conns, thousands(b.churned.load.requests), b.churned.maxSample().conns),
+			met(b.churned.after.conns == 0)},
+		{"Collector memory flat under churn", fmt.Sprintf("grows < %.0f%% after the first second", 100*goalChurnRSSGrowth),
+			fmt.Sprintf("%s → %s RSS", megabytes(first.rss), megabytes(last.rss)),
+			met(float64(last.rss) < (1+goalChurnRSSGrowth)*float64(first.rss))},
+	}
+	fmt.Fprintf(w, "\n## Goals\n\n")
+	w.WriteString(table([]string{"Goal", "Target", "Measured", "Met"}, rows))
+}
+
+func met(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func (b *bench) writeOverhead(w *strings.Builder) {
+	fmt.Fprintf(w, "\n## Overhead\n\n")
+	fmt.Fprintf(w, "Each server is loaded by wrk (closed loop: 2 threads, %d keep-alive connections) for %v per run, "+
+		"%d rounds, each round one run without reqprof and one with it, their order alternating. "+
+		"Server CPU is the kernel's CPU clock of the server process (all its threads) over the load. "+
+		"Figures are medians over the rounds; \"added\" is the attached median less the detached one. "+
+		"wrk runs on the same two cores, so throughput also pays for what reqprof's programs cost wrk's own threads.\n\n",
+		overheadConns, b.round, b.rounds)
+	var rows [][]string
+	for _, o := range b.overheads {
+		var ratios []string
+		for i := range o.attached {
+			ratios = append(ratios, fmt.Sprintf("%.3f", o.attached[i].load.perSecond/o.detached[i].load.perSecond))
+		}
+		rows = append(rows, []string{
+			o.server,
+			thousands(int(o.detachedRate())), thousands(int(o.attachedRate())), percent(o.throughputLoss()),
+			fmt.Sprintf("%.2f", o.detachedCPUUs()), fmt.Sprintf("%.2f", o.attachedCPUUs()), fmt.Sprintf("%+.2f", o.addedCPUUs()),
+			strings.Join(ratios, " "),
+			percent(median(slices.Concat(o.detached, o.attached), b.othersShare(b.round))),
+		})
+	}
+	w.WriteString(table([]string{"Server", "req/s detached", "req/s attached", "throughput loss",
+		"CPU µs/req detached", "CPU µs/req attached", "added µs/req", "attached/detached req/s by round",
+		"other processes' CPU"}, rows))
+	w.WriteString("\n\"Other processes' CPU\" is the machine's CPU that neither the server, wrk nor the bench's reqprof used during the load, " +
+		"as a share of both cores (median over the runs): other work on a shared machine, and kernel threads, skew the figures by about that much.\n")
+
+	fmt.Fprintf(w, "\n### reqprof's own cost\n\n")
+	fmt.Fprintf(w, "BPF run time is the kernel's own statistics (BPF_ENABLE_STATS: run_time_ns and run_cnt of each of reqprof's programs), "+
+		"read in one more attached run per server, the only run with the statistics on (they add two clock reads to every program call). "+
+		"It counts every call on the machine, including wrk's syscalls, which reqprof's programs must look at to tell they are not a target's; "+
+		"it excludes the kernel's trampoline into each program. "+
+		"Collector CPU and memory are the `reqprof attach` process's: CPU from attached to the end of the load (medians over the attached runs), "+
+		"and whole-life CPU and peak RSS (getrusage) including loading, calibration and writing the report.\n\n")
+	rows = nil
+	for _, o := range b.overheads {
+		c := o.collectorMedians()
+		var lost uint64
+		for _, t := range o.attached {
+			lost += t.collector.lost
+		}
+		requests := float64(o.bpf.requests)
+		var calls uint64
+		for _, p := range o.bpf.programs {
+			calls += p.calls
+		}
+		rows = append(rows, []string{
+			o.server,
+			fmt.Sprintf("%.0f", float64(o.bpf.totalRunTime())/requests),
+			fmt.Sprintf("%.1f", float64(calls)/requests),
+			percent(c.windowCPUNs / b.round.Seconds() / 1e9),
+			fmt.Sprintf("%.2f", c.windowCPUNs/c.requests/1e3),
+			fmt.Sprintf("%.0f ms", c.totalCPUNs/1e6),
+			megabytes(uint64(c.peakRSS)),
+			strconv.FormatUint(lost, 10),
+			fmt.Sprintf("%.2f, %.2f", median(o.detached, irqWorkPerRequest), median(o.attached, irqWorkPerRequest)),
+		})
+	}
+	w.WriteString(table([]string{"Server", "BPF ns/req", "BPF calls/req", "collector CPU (of one core)",
+		"collector CPU µs/req", "collector CPU, whole life", "collector peak RSS", "lost events, all attached runs",
+		"IRQ work interrupts/req, detached and attached"}, rows))
+	w.WriteString("\nIRQ work interrupts (/proc/interrupts IWI, whole machine, over the load; medians) are how a BPF program's ring-buffer output wakes the reader: " +
+		"about one per request means reqprof's collector is woken for nearly every record, each wake-up an interrupt and a context switch.\n")
+
+	fmt.Fprintf(w, "\nEach program's run time per request, in ns, and in brackets its calls per request, "+
+		"in the order of the first server's run time:\n\n")
+	header := []string{"Program"}
+	for _, o := range b.overheads {
+		header = append(header, o.server)
+	}
+	rows = nil
+	for _, p := range b.overheads[0].bpf.programs {
+		row := []string{p.name}
+		for _, o := range b.overheads {
+			requests := float64(o.bpf.requests)
+			for _, q := range o.bpf.programs {
+				if q.name == p.name {
+					row = append(row, fmt.Sprintf("%.0f (%.2f)", float64(q.runTime)/requests, float64(q.calls)/requests))
+				}
+			}
+		}
+		rows = append(rows, row)
+	}
+	w.WriteString(table(header, rows))
+}
+
+// othersShare is a trial's other processes' CPU as a share of the machine
+// over a load of length d.
+func (b *bench) othersShare(d time.Duration) func(trial) float64 {
+	return func(t trial) float64 {
+		return float64(t.othersCPUNs) / (float64(b.host.cores) * float64(d))
+	}
+}
+
+// runsBesideOtherReqprofs says how many load runs had another reqprof's
+// programs loaded when they ended.
+func (b *bench) runsBesideOtherReqprofs() string {
+	runs := slices.Concat(b.ladder, []trial{b.churned.trial})
+	for _, o := range b.overheads {
+		runs = slices.Concat(runs, o.detached, o.attached)
+	}
+	n := 0
+	for _, t := range runs {
+		if t.otherReqprofs > 0 {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of %d", n, len(runs))
+}
+
+func (b *bench) writeLadder(w *strings.Builder) {
+	fmt.Fprintf(w, "\n## Scale\n\n### Request rate\n\n")
+	fmt.Fprintf(w, "nginx under wrk with reqprof attached, %v per step, the connections doubling each step. "+
+		"wrk is closed-loop and shares the two cores with nginx and reqprof, so the rate it reaches is the machine's ceiling for this load, "+
+		"not reqprof's. Lost events are reqprof's lost_events: ring-buffer records, and thread or connection entries, it could not keep.\n\n", b.step)
+	var rows [][]string
+	for _, t := range b.ladder {
+		rows = append(rows, []string{
+			strconv.Itoa(t.conns), strconv.Itoa(min(2, t.conns)),
+			thousands(int(t.load.perSecond)), thousands(t.load.requests), thousands(t.collector.requests),
+			strconv.FormatUint(t.collector.lost, 10), strconv.Itoa(t.load.errors),
+			fmt.Sprintf("%.2f", t.serverCPUPerRequestUs()), megabytes(t.collector.peakRSS),
+			percent(b.othersShare(b.step)(t)),
+		})
+	}
+	w.WriteString(table([]string{"Connections", "wrk threads", "req/s", "wrk requests", "reqprof requests",
+		"lost events", "wrk errors", "nginx CPU µs/req", "collector peak RSS", "other processes' CPU"}, rows))
+	best, top := b.lossFreeRate()
+	fmt.Fprintf(w, "\nHighest rate with zero lost events: %s req/s; highest rate reached at all: %s req/s; "+
+		"nginx alone reached %s req/s (overhead runs, median).",
+		thousands(int(best)), thousands(int(top)), thousands(int(b.overheads[0].detachedRate())))
+	if top < goalLossFreeRate {
+		fmt.Fprintf(w, " %s req/s was not reachable with reqprof attached on this machine.", thousands(goalLossFreeRate))
+	}
+	w.WriteString("\n")
+}
+
+// lossFreeRate is the highest ladder rate with zero lost events, and the
+// highest rate of the ladder.
+func (b *bench) lossFreeRate() (lossFree, highest float64) {
+	for _, t := range b.ladder {
+		highest = max(highest, t.load.perSecond)
+		if t.collector.lost == 0 {
+			lossFree = max(lossFree, t.load.perSecond)
+		}
+	}
+	return lossFree, highest
+}
+
+func (b *bench) writeManyConnections(w *strings.Builder) {
+	m := b.many
+	fmt.Fprintf(w, "\n### %s concurrent connections\n\n", thousands(b.connections))
+	fmt.Fprintf(w, "With reqprof attached, a Go client opens %s keep-alive connections to nginx (at most %d dials at once), "+
+		"each sending a request at once and then one every %v, and holds all of them open for %v in all. "+
+		"reqprof's maps are sampled every second through its own descriptors.\n\n", thousands(b.connections), dialParallel, holdInterval, b.hold)
+	w.WriteString(table([]string{"", ""}, [][]string{
+		{"Connections opened", fmt.Sprintf("%s of %s, the last after %v", thousands(m.hold.opened), thousands(b.connections), m.hold.openTime.Round(time.Millisecond))},
+		{"Requests answered (client)", thousands(m.hold.requests)},
+		{"Requests counted (reqprof)", thousands(m.collector.requests)},
+		{"Client errors", strconv.Itoa(m.hold.errors)},
+		{"Lost events", strconv.FormatUint(m.collector.lost, 10)},
+		{"Peak entries, connection map", thousands(m.peak.conns)},
+		{"Peak kernel memory, connection map", megabytes(m.peak.connsKernelMemory)},
+		{"Peak entries, thread map", thousands(m.peak.threads)},
+		{"Collector peak RSS (getrusage)", megabytes(m.collector.peakRSS)},
+		{"Collector peak RSS while connections were open (sampled)", megabytes(m.peak.rss)},
+		{"Collector CPU while the connections were open", fmt.Sprintf("%.0f ms in %v, %s of one core",
+			float64(m.collector.windowCPUNs)/1e6, b.hold, percent(float64(m.collector.windowCPUNs)/float64(b.hold)))},
+	}))
+}
+
+func (b *bench) writeChurn(w *strings.Builder) {
+	c := b.churned
+	fmt.Fprintf(w, "\n### A connection per request\n\n")
+	fmt.Fprintf(w, "With reqprof attached, wrk (2 threads, %d connections, `Connection: close`) opens a new connection for every request "+
+		"for %v; nginx closes each after its response. The collector is sampled every second; \"after\" is %v after the load stopped, "+
+		"when every connection has closed, so any connection entry left then is one reqprof never freed.\n\n", churnConns, b.churn, settleTime)
+	w.WriteString(table([]string{"", ""}, [][]string{
+		{"Connections (= requests, wrk)", fmt.Sprintf("%s, %s/s", thousands(c.load.requests), thousands(int(c.load.perSecond)))},
+		{"Requests counted (reqprof)", thousands(c.collector.requests)},
+		{"wrk errors", strconv.Itoa(c.load.errors)},
+		{"Lost events", strconv.FormatUint(c.collector.lost, 10)},
+		{"nginx CPU per request", fmt.Sprintf("%.2f µs", c.serverCPUPerRequestUs())},
+	}))
+	w.WriteString("\n")
+	first, last, top := c.samples[0], c.samples[len(c.samples)-1], c.maxSample()
+	w.WriteString(table([]string{"", fmt.Sprintf("at %.0f s", first.at.Seconds()), "max", fmt.Sprintf("at %.0f s", last.at.Seconds()), "after"}, [][]string{
+		{"Connection map entries", strconv.Itoa(first.conns), strconv.Itoa(top.conns), strconv.Itoa(last.conns), strconv.Itoa(c.after.conns)},
+		{"Connection map kernel memory", megabytes(first.connsKernelMemory), megabytes(top.connsKernelMemory), megabytes(last.connsKernelMemory), megabytes(c.after.connsKernelMemory)},
+		{"Thread map entries", strconv.Itoa(first.threads), strconv.Itoa(top.threads), strconv.Itoa(last.threads), strconv.Itoa(c.after.threads)},
+		{"Collector RSS", megabytes(first.rss), megabytes(top.rss), megabytes(last.rss), megabytes(c.after.rss)},
+	}))
+	if span := (last.at - first.at).Seconds(); span > 0 && last.rss > first.rss {
+		fmt.Fprintf(w, "\nThe collector's RSS grew by %.0f bytes per request from the first sample to the last: "+
+			"it keeps every finished request of the window in memory until the report.\n",
+			float64(last.rss-first.rss)/(c.load.perSecond*span))
+	}
+}
+
+// maxSample is the largest of each figure over the load, each on its own.
+func (c churnPhase) maxSample() sample {
+	var top sample
+	for _, x := range c.samples {
+		top.rss = max(top.rss, x.rss)
+		top.conns = max(top.conns, x.conns)
+		top.threads = max(top.threads, x.threads)
+		top.connsKernelMemory = max(top.connsKernelMemory, x.connsKernelMemory)
+	}
+	return top
+}
+
+func (o overhead) detachedRate() float64 {
+	return median(o.detached, func(t trial) float64 { return t.load.perSecond })
+}
+
+func (o overhead) attachedRate() float64 {
+	return median(o.attached, func(t trial) float64 { return t.load.perSecond })
+}
+
+func (o overhead) throughputLoss() float64 { return 1 - o.attachedRate()/o.detachedRate() }
+
+func (o overhead) detachedCPUUs() float64 { return median(o.detached, trial.serverCPUPerRequestUs) }
+
+func (o overhead) attachedCPUUs() float64 { return median(o.attached, trial.serverCPUPerRequestUs) }
+
+func (o overhead) addedCPUUs() float64 { return o.attachedCPUUs() - o.detachedCPUUs() }
+
+// collectorMedians are the medians of the collector's figures over the
+// attached runs, each figure on its own.
+type collectorMedians struct {
+	requests, windowCPUNs, totalCPUNs, peakRSS float64
+}
+
+func (o overhead) collectorMedians() collectorMedians {
+	return collectorMedians{
+		requests:    median(o.attached, func(t trial) float64 { return float64(t.collector.requests) }),
+		windowCPUNs: median(o.attached, func(t trial) float64 { return float64(t.collector.windowCPUNs) }),
+		totalCPUNs:  median(o.attached, func(t trial) float64 { return float64(t.collector.totalCPUNs) }),
+		peakRSS:     median(o.attached, func(t trial) float64 { return float64(t.collector.peakRSS) }),
+	}
+}
+
+func irqWorkPerRequest(t trial) float64 { return float64(t.irqWork) / float64(t.load.requests) }
+
+func median[T any](xs []T, f func(T) float64) float64 {
+	values := make([]float64, len(xs))
+	for i, x := range xs {
+		values[i] = f(x)
+	}
+	slices.Sort(values)
+	n := len(values)
+	if n%2 == 1 {
+		return values[n/2]
+	}
+	return (values[n/2-1] + values[n/2]) / 2
+}
+
+func percent(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+func megabytes(bytes uint64) string { return fmt.Sprintf("%.1f MB", float64(bytes)/1e6) }
+
+// thousands writes a count with separators: 50,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// table is a Markdown table with its columns padded to line up as plain
+// text too; every column but the first is right-aligned.
+func table(header []string, rows [][]string) string {
+	widths := make([]int, len(header))
+	for _, row := range append([][]string{header}, rows...) {
+		for i, cell := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell), 3)
+		}
+	}
+	var w strings.Builder
+	line := func(cells []string) {
+		for i, cell := range cells {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			if i == 0 {
+				fmt.Fprintf(&w, "| %s%s ", cell, pad)
+			} else {
+				fmt.Fprintf(&w, "| %s%s ", pad, cell)
+			}
+		}
+		w.WriteString("|\n")
+	}
+	line(header)
+	for i, width := range widths {
+		if i == 0 {
+			fmt.Fprintf(&w, "|%s", strings.Repeat("-", width+2))
+		} else {
+			fmt.Fprintf(&w, "|%s:", strings.Repeat("-", width+1))
+		}
+	}
+	w.WriteString("|\n")
+	for _, row := range rows {
+		line(row)
+	}
+	return w.String()
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// calserverCommand makes the bench's own binary run the calibrated server.
+const calserverCommand = "calserver"
+
+// server is a process under load, started by the bench.
+type server struct {
+	name string
+	cmd  *exec.Cmd
+	addr string // 127.0.0.1:PORT
+}
+
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+func (s *server) url() string { return "http://" + s.addr + "/" }
+
+// stop ends the server; SIGTERM lets the calibrated server close its
+// connections itself.
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		_ = s.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// nginxConfig is one nginx process (no master) answering every request with
+// a small fixed body, sized for the many-connections phase: connections to
+// spare, and a listen backlog that absorbs the client's dialling bursts.
+const nginxConfig = `daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile %[3]d;
+error_log %[1]s/error.log;
+pid %[1]s/nginx.pid;
+events { worker_connections %[4]d; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s;
+	proxy_temp_path %[1]s;
+	fastcgi_temp_path %[1]s;
+	uwsgi_temp_path %[1]s;
+	scgi_temp_path %[1]s;
+	server {
+		listen 127.0.0.1:%[2]d backlog=4096;
+		location / { return 200 "ok\n"; }
+	}
+}
+`
+
+func startNginx(bin, parent string, connections int, fileLimit uint64) (*server, error) {
+	dir, err := os.MkdirTemp(parent, "nginx-")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(nginxConfig, dir, port, fileLimit, connections+fileMargin)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-c", confPath, "-p", dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting nginx: %w", err)
+	}
+	s := &server{name: "nginx", cmd: cmd, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	if err := waitListening(s.addr); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("nginx: %w", err)
+	}
+	return s, nil
+}
+
+// freePort is a port nothing listens on now; nginx takes it just after.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitListening(addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("nothing listens on %s after 10 s", addr)
+}
+
+// startCalserver runs the calibrated server's epoll model: one thread serves
+// every connection, as nginx's worker does.
+func startCalserver(burn time.Duration) (*server, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, calserverCommand, "--model", "epoll", "--burn", burn.String(), "--listen", "127.0.0.1:0")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the calibrated server: %w", err)
+	}
+	s := &server{name: fmt.Sprintf("calserver, %d µs burn", burn.Microseconds()), cmd: cmd}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		s.stop()
+		return nil, fmt.Errorf("the calibrated server did not start (said %q)", line)
+	}
+	s.addr = addr
+	return s, nil
+}
