@@ -454,7 +454,9 @@ static __always_inline void charge(struct thread_state *st, __u64 ns, int syscal
 	charge_to(st, destination(st), ns, syscall_nr);
 }
 
-/* Moves a tail into the request it follows, and counts it as loop time. */
+/* Moves a tail's CPU into the request it follows, and counts it as loop
+ * time. Its waiting is not the request's: once the response is out, a
+ * thread that sleeps or waits for a CPU is waiting for the next request. */
 static __always_inline void settle_tail(struct conn_state *c)
 {
 	struct cost *t = &c->tail;
@@ -463,11 +465,7 @@ static __always_inline void settle_tail(struct conn_state *c)
 	COUNT(s, between_requests_ns, t->user_ns + kernel_ns_of(t));
 	__sync_fetch_and_add(&r->user_ns, t->user_ns);
 	__sync_fetch_and_add(&r->irq_ns, t->irq_ns);
-	__sync_fetch_and_add(&r->runqueue_ns, t->runqueue_ns);
-	__sync_fetch_and_add(&r->offcpu_ns, t->offcpu_ns);
 	__sync_fetch_and_add(&r->page_faults, t->page_faults);
-	__sync_fetch_and_add(&r->voluntary_switches, t->voluntary_switches);
-	__sync_fetch_and_add(&r->involuntary_switches, t->involuntary_switches);
 	for (int i = 0; i < NR_SOFTIRQS; i++)
 		__sync_fetch_and_add(&r->softirq_ns[i], t->softirq_ns[i]);
 	for (int i = 0; i < SYSCALL_SLOTS; i++) {

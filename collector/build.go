@@ -141,17 +141,13 @@ func lostBreakdown(s reqprofTargetStats) map[string]uint64 {
 	return lost
 }
 
-// mergeCost adds a tail's costs to its request's, as settle_tail does in
-// bpf/reqprof.bpf.c.
+// mergeCost adds a tail's CPU to its request's, as settle_tail does in
+// bpf/reqprof.bpf.c; the tail's waiting is for the next request.
 func mergeCost(into, tail *reqprofCost) {
 	into.UserNs += tail.UserNs
 	into.SyscallNs += tail.SyscallNs
 	into.IrqNs += tail.IrqNs
-	into.RunqueueNs += tail.RunqueueNs
-	into.OffcpuNs += tail.OffcpuNs
 	into.PageFaults += tail.PageFaults
-	into.VoluntarySwitches += tail.VoluntarySwitches
-	into.InvoluntarySwitches += tail.InvoluntarySwitches
 	into.OtherSyscallNs += tail.OtherSyscallNs
 	into.OtherSyscallCalls += tail.OtherSyscallCalls
 	for i := range into.SoftirqNs {

@@ -207,7 +207,8 @@ http {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		// TERM, not KILL: a master passes it on to its workers.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
 	waitListening(t, port)

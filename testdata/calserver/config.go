@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// Model is how the server maps connections onto OS threads. Whatever the
-// model, a request is served start to finish on one thread, so that thread's
-// CPU clock is the request's ground truth.
+// Model is how the server maps connections onto OS threads. In the threads
+// and epoll models a request is served start to finish on one thread, so that
+// thread's CPU clock is the request's ground truth; in the pool model it is
+// read on one thread and served on another, and the truth is the sum of both
+// threads' parts (see Totals).
 type Model string
 
 const (
@@ -15,7 +17,16 @@ const (
 	Threads Model = "threads"
 	// Epoll serves every connection from one OS thread running an epoll loop.
 	Epoll Model = "epoll"
+	// Pool reads requests on one OS thread running an epoll loop, which
+	// queues each complete request and wakes one of Config.Workers worker
+	// threads with a futex; the worker does the request's work and writes
+	// the response.
+	Pool Model = "pool"
 )
+
+// DefaultWorkers is the pool model's number of workers when Config.Workers
+// is 0.
+const DefaultWorkers = 2
 
 // DefaultRoute names, in Stats, the requests whose route key Config.Routes
 // lacks.
@@ -41,11 +52,20 @@ type Config struct {
 	DevNullBytes  int
 
 	Sleep time.Duration // off-CPU wait per request, after the CPU work
+
+	// Workers is the pool model's number of worker threads; 0 means
+	// DefaultWorkers. Other models ignore it. The pool model raises the
+	// process's GOMAXPROCS to Workers+2 if it is lower, so that its threads
+	// seldom wait for one another in Go's scheduler.
+	Workers int
 }
 
 func (c Config) validate() error {
 	if c.Burn < 0 || c.Sleep < 0 || c.DevNullWrites < 0 || c.DevNullBytes < 0 {
 		return fmt.Errorf("calserver: negative burn, sleep or /dev/null work in %+v", c)
+	}
+	if c.Workers < 0 {
+		return fmt.Errorf("calserver: negative number of workers %d", c.Workers)
 	}
 	for key, burn := range c.Routes {
 		if key == "" || key == DefaultRoute {

@@ -9,104 +9,96 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// epollEngine serves every connection from one OS thread running a
-// level-triggered epoll loop over non-blocking sockets.
-type epollEngine struct {
-	s        *Server
+// poller is the epoll loop the epoll and pool engines share: a non-blocking
+// listening socket, an epoll set over it and the connections, and an eventfd
+// that stop writes to, to end the loop.
+type poller struct {
 	listenFD int
 	epollFD  int
-	wakeFD   int // an eventfd that stop writes to, to end the loop
+	wakeFD   int
 
-	// Owned by the loop's goroutine.
-	conns   map[int32]*epollConn
 	loopErr error // why the loop ended early, if it did; read once it has returned
 }
 
-type epollConn struct {
-	conn
-	waitingToWrite bool // watched for EPOLLOUT rather than EPOLLIN
+// pollHandler is what a poller's loop calls on, from its thread.
+type pollHandler interface {
+	// accepted takes a new connection's non-blocking socket and watches it.
+	accepted(fd int) error
+	// ready handles an event on a connection's socket.
+	ready(fd int32)
 }
 
-func startEpoll(s *Server, listen string) (engine, error) {
+func newPoller(listen string) (*poller, string, error) {
 	listenFD, addr, err := listenTCP(listen, unix.SOCK_NONBLOCK)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	epollFD, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		unix.Close(listenFD)
-		return nil, fmt.Errorf("calserver: epoll_create1: %w", err)
+		return nil, "", fmt.Errorf("calserver: epoll_create1: %w", err)
 	}
 	wakeFD, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		unix.Close(listenFD)
 		unix.Close(epollFD)
-		return nil, fmt.Errorf("calserver: eventfd: %w", err)
+		return nil, "", fmt.Errorf("calserver: eventfd: %w", err)
 	}
-	e := &epollEngine{
-		s:        s,
-		listenFD: listenFD,
-		epollFD:  epollFD,
-		wakeFD:   wakeFD,
-		conns:    make(map[int32]*epollConn),
-	}
+	p := &poller{listenFD: listenFD, epollFD: epollFD, wakeFD: wakeFD}
 	for _, fd := range []int{listenFD, wakeFD} {
-		if err := e.watch(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN); err != nil {
-			e.release()
-			return nil, err
+		if err := p.watch(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN); err != nil {
+			p.release()
+			return nil, "", err
 		}
 	}
-	s.addr = addr
-	s.wg.Add(1)
-	go e.loop()
-	return e, nil
+	return p, addr, nil
 }
 
-func (e *epollEngine) watch(op, fd int, events uint32) error {
+// watch adds (EPOLL_CTL_ADD) fd to the epoll set or changes (EPOLL_CTL_MOD)
+// what it is watched for. Any thread may call it.
+func (p *poller) watch(op, fd int, events uint32) error {
 	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
-	if err := unix.EpollCtl(e.epollFD, op, fd, &ev); err != nil {
+	if err := unix.EpollCtl(p.epollFD, op, fd, &ev); err != nil {
 		return fmt.Errorf("calserver: epoll_ctl: %w", err)
 	}
 	return nil
 }
 
-func (e *epollEngine) loop() {
-	defer e.s.wg.Done()
-	// The one thread every request is served on. Never unlocked, so the
-	// thread exits with the loop rather than return to Go's pool.
+// loop waits for events until stop, handing them to h. It runs on the calling
+// goroutine's thread, which it locks for good: the thread exits with the loop
+// rather than return to Go's pool.
+func (p *poller) loop(h pollHandler) {
 	runtime.LockOSThread()
-	defer e.closeConns()
-
 	var events [64]unix.EpollEvent
 	for {
-		n, err := unix.EpollWait(e.epollFD, events[:], -1)
+		n, err := unix.EpollWait(p.epollFD, events[:], -1)
 		if err == unix.EINTR { // epoll_wait is never restarted after a signal
 			continue
 		}
 		if err != nil {
-			e.loopErr = fmt.Errorf("calserver: epoll_wait: %w", err)
+			p.loopErr = fmt.Errorf("calserver: epoll_wait: %w", err)
 			return
 		}
 		for _, ev := range events[:n] {
 			switch int(ev.Fd) {
-			case e.wakeFD:
+			case p.wakeFD:
 				return
-			case e.listenFD:
-				if err := e.acceptAll(); err != nil {
-					e.loopErr = err
+			case p.listenFD:
+				if err := p.acceptAll(h); err != nil {
+					p.loopErr = err
 					return
 				}
 			default:
-				e.advance(e.conns[ev.Fd])
+				h.ready(ev.Fd)
 			}
 		}
 	}
 }
 
 // acceptAll accepts every connection waiting on the listening socket.
-func (e *epollEngine) acceptAll() error {
+func (p *poller) acceptAll(h pollHandler) error {
 	for {
-		fd, _, err := unix.Accept4(e.listenFD, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		fd, _, err := unix.Accept4(p.listenFD, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		switch err {
 		case nil:
 		case unix.EAGAIN:
@@ -117,13 +109,69 @@ func (e *epollEngine) acceptAll() error {
 			return fmt.Errorf("calserver: accept4: %w", err)
 		}
 		setNoDelay(fd)
-		if err := e.watch(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN); err != nil {
+		if err := h.accepted(fd); err != nil {
 			unix.Close(fd)
 			return err
 		}
-		e.conns[int32(fd)] = &epollConn{conn: conn{fd: fd}}
 	}
 }
+
+// stop makes the loop return soon.
+func (p *poller) stop() {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	// Only a counter overflow fails, after 2^64-2 stops.
+	_, _ = unix.Write(p.wakeFD, one[:])
+}
+
+func (p *poller) release() error {
+	return errors.Join(p.loopErr, unix.Close(p.listenFD), unix.Close(p.epollFD), unix.Close(p.wakeFD))
+}
+
+// epollEngine serves every connection from one OS thread running a
+// level-triggered epoll loop over non-blocking sockets.
+type epollEngine struct {
+	*poller
+	s      *Server
+	ledger ledger // the one serving thread's
+
+	conns map[int32]*epollConn // owned by the loop's goroutine
+}
+
+type epollConn struct {
+	conn
+	waitingToWrite bool // watched for EPOLLOUT rather than EPOLLIN
+}
+
+func startEpoll(s *Server, listen string) (engine, error) {
+	p, addr, err := newPoller(listen)
+	if err != nil {
+		return nil, err
+	}
+	e := &epollEngine{poller: p, s: s, conns: make(map[int32]*epollConn)}
+	s.addr = addr
+	s.wg.Add(1)
+	go e.loop()
+	return e, nil
+}
+
+func (e *epollEngine) loop() {
+	defer e.s.wg.Done()
+	// The one thread every request is served on.
+	defer e.closeConns()
+	defer e.ledger.settle()
+	e.poller.loop(e)
+}
+
+func (e *epollEngine) accepted(fd int) error {
+	if err := e.watch(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN); err != nil {
+		return err
+	}
+	e.conns[int32(fd)] = &epollConn{conn: conn{fd: fd, ledger: &e.ledger}}
+	return nil
+}
+
+func (e *epollEngine) ready(fd int32) { e.advance(e.conns[fd]) }
 
 // advance serves c as far as its socket allows, then watches it for what it
 // waits on next: room to write the rest of a response, or more to read.
@@ -185,15 +233,4 @@ func (e *epollEngine) closeConns() {
 	for _, c := range e.conns {
 		e.closeConn(c)
 	}
-}
-
-func (e *epollEngine) stop() {
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	// Only a counter overflow fails, after 2^64-2 stops.
-	_, _ = unix.Write(e.wakeFD, one[:])
-}
-
-func (e *epollEngine) release() error {
-	return errors.Join(e.loopErr, unix.Close(e.listenFD), unix.Close(e.epollFD), unix.Close(e.wakeFD))
 }

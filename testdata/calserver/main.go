@@ -18,13 +18,14 @@ func Main(args []string) int {
 	flags := flag.NewFlagSet("calserver", flag.ContinueOnError)
 	cfg := Config{Routes: make(map[string]time.Duration)}
 	var model string
-	flags.StringVar(&model, "model", string(Threads), "threading model: threads or epoll")
+	flags.StringVar(&model, "model", string(Threads), "threading model: threads, epoll or pool")
 	flags.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "IP:port to listen on")
 	flags.DurationVar(&cfg.Burn, "burn", 0, "user CPU to burn per request")
 	flags.Var(routeFlag(cfg.Routes), "route", `KEY=DURATION: burn DURATION for requests with route key KEY instead of --burn (repeatable); KEY is a path ("/a") or a JSON-RPC method ("tools/list", "tools/call add")`)
 	flags.IntVar(&cfg.DevNullWrites, "devnull-writes", 0, "writes to /dev/null per request")
 	flags.IntVar(&cfg.DevNullBytes, "devnull-bytes", 0, "bytes per /dev/null write")
 	flags.DurationVar(&cfg.Sleep, "sleep", 0, "off-CPU sleep per request")
+	flags.IntVar(&cfg.Workers, "workers", DefaultWorkers, "worker threads of the pool model")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}

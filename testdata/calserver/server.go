@@ -63,6 +63,11 @@ type engine interface {
 	release() error
 }
 
+// engineStats is implemented by engines with figures of their own for Stats.
+type engineStats interface {
+	addStats(*Stats)
+}
+
 // Start calibrates the burn loop (once per process, a few ms), starts serving
 // and returns once the server accepts connections.
 func Start(cfg Config) (*Server, error) {
@@ -99,6 +104,12 @@ func Start(cfg Config) (*Server, error) {
 		s.engine, err = startThreads(s, listen)
 	case Epoll:
 		s.engine, err = startEpoll(s, listen)
+	case Pool:
+		workers := cfg.Workers
+		if workers == 0 {
+			workers = DefaultWorkers
+		}
+		s.engine, err = startPool(s, listen, workers)
 	default:
 		err = fmt.Errorf("calserver: unknown model %q", cfg.Model)
 	}
@@ -120,6 +131,9 @@ func (s *Server) Stats() Stats {
 		t := r.totals()
 		st.Routes[r.name] = t
 		st.add(t)
+	}
+	if e, ok := s.engine.(engineStats); ok {
+		e.addStats(&st)
 	}
 	return st
 }
@@ -217,6 +231,33 @@ type conn struct {
 	response       []byte // the response takeRequest chose, for respond to send
 	devNullCPUNs   int64
 	unsentResponse []byte
+
+	// ledger is the serving thread's: where a served request waits until
+	// the thread turns to other work. Nil in the pool model, which records
+	// its own way.
+	ledger *ledger
+}
+
+// ledger holds a serving thread's last request, whose response is out but
+// whose CPU is still being counted: the profiler this server calibrates
+// charges a thread's CPU to the request it last served (its loop back to
+// epoll_wait or read included) until the thread reads the next request. The
+// truth ends at the same point: just before that read.
+type ledger struct {
+	route        *route
+	startCPU     int64
+	startWall    time.Time
+	endWall      time.Time // the response's last byte: wall time keeps ending there
+	devNullCPUNs int64
+}
+
+// settle records the open request, if any, ending its CPU now.
+func (l *ledger) settle() {
+	if l == nil || l.route == nil {
+		return
+	}
+	l.route.record(threadCPUNow()-l.startCPU, l.devNullCPUNs, l.endWall.Sub(l.startWall).Nanoseconds())
+	l.route = nil
 }
 
 var (
@@ -240,6 +281,7 @@ func (c *conn) readMore() error {
 	fresh := c.n == 0
 	var before int64
 	if fresh {
+		c.ledger.settle()
 		before = threadCPUNow()
 	}
 	n, err := unix.Read(c.fd, c.buf[c.n:])
@@ -423,13 +465,19 @@ func (c *conn) writeResponse() error {
 	return nil
 }
 
-// finishRequest records the request whose response's last byte just went out.
+// finishRequest ends the request whose response's last byte just went out.
+// Its CPU goes on until the thread turns to other work (see ledger), unless
+// the next request (pipelined) is already buffered: the thread turns to it
+// right now, so it starts here; each of several requests that arrived in one
+// read is thus charged from the end of the one before. If nothing is
+// buffered, the next read starts the next request.
 func (s *Server) finishRequest(c *conn) {
-	endCPU, endWall := threadCPUNow(), time.Now()
-	c.route.record(endCPU-c.startCPU, c.devNullCPUNs, endWall.Sub(c.startWall).Nanoseconds())
-	// If the next request (pipelined) is already buffered, the thread turns to
-	// it right now, so it starts here; each of several requests that arrived in
-	// one read is thus charged from the end of the one before. If nothing is
-	// buffered, the next read resets the start.
-	c.startCPU, c.startWall = endCPU, endWall
+	endWall := time.Now()
+	if c.n > 0 || c.ledger == nil {
+		endCPU := threadCPUNow()
+		c.route.record(endCPU-c.startCPU, c.devNullCPUNs, endWall.Sub(c.startWall).Nanoseconds())
+		c.startCPU, c.startWall = endCPU, endWall
+		return
+	}
+	*c.ledger = ledger{route: c.route, startCPU: c.startCPU, startWall: c.startWall, endWall: endWall, devNullCPUNs: c.devNullCPUNs}
 }

@@ -9,11 +9,20 @@ import "sync/atomic"
 // return of that read to the same end. A pipelined request, already buffered
 // when the one before it finished, starts instead where that one ended, so
 // requests that arrived in one read share its CPU in arrival order.
+//
+// In the pool model a request runs on two threads, and its CPU is the sum of
+// two parts (zero in the other models): the I/O thread's, from just before
+// the read that brought its first bytes to just after the futex wake that
+// handed it to the workers, and the worker's, from just after it took the
+// job off the queue to just after the write of the response's last byte
+// returned. Its wall time runs from the return of that read to the same end.
 type Totals struct {
 	Requests     uint64 `json:"requests"`
 	CPUNs        uint64 `json:"cpu_ns"`
 	DevNullCPUNs uint64 `json:"devnull_cpu_ns"` // part of CPUNs spent writing to /dev/null
 	WallNs       uint64 `json:"wall_ns"`
+	IOCPUNs      uint64 `json:"io_cpu_ns,omitempty"`     // pool model: the I/O thread's part of CPUNs
+	WorkerCPUNs  uint64 `json:"worker_cpu_ns,omitempty"` // pool model: the workers' part of CPUNs
 }
 
 // MeanCPUMicros is the mean CPU per request, in µs.
@@ -23,6 +32,14 @@ func (t Totals) MeanCPUMicros() float64 { return perRequestMicros(t.CPUNs, t.Req
 func (t Totals) MeanDevNullCPUMicros() float64 {
 	return perRequestMicros(t.DevNullCPUNs, t.Requests)
 }
+
+// MeanIOCPUMicros is the mean CPU per request on the pool model's I/O
+// thread, in µs.
+func (t Totals) MeanIOCPUMicros() float64 { return perRequestMicros(t.IOCPUNs, t.Requests) }
+
+// MeanWorkerCPUMicros is the mean CPU per request on the pool model's
+// workers, in µs.
+func (t Totals) MeanWorkerCPUMicros() float64 { return perRequestMicros(t.WorkerCPUNs, t.Requests) }
 
 // MeanWallMicros is the mean wall time per request, in µs.
 func (t Totals) MeanWallMicros() float64 { return perRequestMicros(t.WallNs, t.Requests) }
@@ -39,6 +56,8 @@ func (t *Totals) add(o Totals) {
 	t.CPUNs += o.CPUNs
 	t.DevNullCPUNs += o.DevNullCPUNs
 	t.WallNs += o.WallNs
+	t.IOCPUNs += o.IOCPUNs
+	t.WorkerCPUNs += o.WorkerCPUNs
 }
 
 // Stats is the server's ground truth: all requests, and the requests of each
@@ -51,6 +70,14 @@ type Stats struct {
 	// loop apart from its syscall (loop and call instructions): part of
 	// DevNullCPUNs that is no kernel time.
 	DevNullLoopUserNs float64 `json:"devnull_loop_user_ns"`
+
+	// Pool model only: FUTEX_WAKE calls the I/O thread made to hand jobs to
+	// sleeping workers, the workers they woke, and FUTEX_WAIT calls the
+	// workers made to sleep for a job. A job a worker finds queued when it
+	// looks for the next one needs no wake.
+	FutexWakes uint64 `json:"futex_wakes,omitempty"`
+	FutexWoken uint64 `json:"futex_woken,omitempty"`
+	FutexWaits uint64 `json:"futex_waits,omitempty"`
 }
 
 // route is a route key's work and the running totals of its requests. Totals are
@@ -61,6 +88,7 @@ type route struct {
 	iterations uint64 // rounds of spin per request
 
 	requests, cpuNs, devNullCPUNs, wallNs atomic.Uint64
+	ioCPUNs, workerCPUNs                  atomic.Uint64
 }
 
 func (r *route) record(cpuNs, devNullCPUNs, wallNs int64) {
@@ -70,11 +98,21 @@ func (r *route) record(cpuNs, devNullCPUNs, wallNs int64) {
 	r.wallNs.Add(uint64(wallNs))
 }
 
+// recordSplit records a pool model request, whose CPU is the I/O thread's
+// part plus the worker's.
+func (r *route) recordSplit(ioCPUNs, workerCPUNs, devNullCPUNs, wallNs int64) {
+	r.ioCPUNs.Add(uint64(ioCPUNs))
+	r.workerCPUNs.Add(uint64(workerCPUNs))
+	r.record(ioCPUNs+workerCPUNs, devNullCPUNs, wallNs)
+}
+
 func (r *route) totals() Totals {
 	return Totals{
 		Requests:     r.requests.Load(),
 		CPUNs:        r.cpuNs.Load(),
 		DevNullCPUNs: r.devNullCPUNs.Load(),
 		WallNs:       r.wallNs.Load(),
+		IOCPUNs:      r.ioCPUNs.Load(),
+		WorkerCPUNs:  r.workerCPUNs.Load(),
 	}
 }

@@ -83,7 +83,9 @@ func (e *threadsEngine) serve(fd int) {
 	defer e.closeConn(fd)
 
 	s := e.s
-	c := &conn{fd: fd}
+	c := &conn{fd: fd, ledger: &ledger{}}
+	// The thread's last request ends with its connection.
+	defer c.ledger.settle()
 	for {
 		r, err := c.takeRequest(s)
 		if err != nil {
