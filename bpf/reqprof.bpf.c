@@ -186,6 +186,7 @@ struct thread_state {
 	__u32 handoff_pending_depth;
 	__u32 served;          /* it has read or written a served connection */
 	__u32 pad2;
+	__u64 unattributed_ns; /* its CPU that served no request: to name the largest sources */
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -439,6 +440,7 @@ static __always_inline void charge_to(struct thread_state *st, struct cost *to, 
 			add_syscall(to, syscall_nr, ns, 1);
 		return;
 	}
+	st->unattributed_ns += ns;
 	if (!s)
 		return;
 	if (syscall_nr < 0)
@@ -1018,8 +1020,10 @@ static __always_inline void charge_interrupt(struct cpu_state *cpu, __u64 ns, in
 			__sync_fetch_and_add(&to->softirq_ns[softirq_vec], ns);
 		else
 			__sync_fetch_and_add(&to->irq_ns, ns);
-	} else if (s) {
-		s->unattributed_kernel_ns += ns;
+	} else {
+		st->unattributed_ns += ns;
+		if (s)
+			s->unattributed_kernel_ns += ns;
 	}
 }
 

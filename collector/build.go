@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/reqprof/reqprof/report"
@@ -97,12 +99,16 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 	// the window closed: no event was left to charge it.
 	var tid uint32
 	var st reqprofThreadState
+	live := make([][]report.UnattributedSource, len(targets))
 	threads := objs.Threads.Iterate()
 	for threads.Next(&tid, &st) {
 		if int(st.Target) >= len(targets) {
 			continue
 		}
 		t := &targets[st.Target]
+		if st.UnattributedNs > 0 {
+			live[st.Target] = append(live[st.Target], report.UnattributedSource{TID: tid, Ns: st.UnattributedNs})
+		}
 
 		pending := st.HeldNs
 		if st.RunStartNs != 0 && st.RunStartNs < endNs {
@@ -123,7 +129,33 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 	if err := threads.Err(); err != nil {
 		return report.Run{}, fmt.Errorf("reading threads: %w", err)
 	}
+	for i := range targets {
+		targets[i].UnattributedSources = largestSources(live[i], targets[i].UnattributedNs)
+	}
 	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets, Meta: meta}, nil
+}
+
+// maxUnattributedSources is how many threads a report names.
+const maxUnattributedSources = 3
+
+// largestSources names the threads with the most unattributed CPU; what no
+// live thread accounts for is the threads that exited in the window.
+func largestSources(live []report.UnattributedSource, total uint64) []report.UnattributedSource {
+	var sum uint64
+	for _, src := range live {
+		sum += src.Ns
+	}
+	if total > sum {
+		live = append(live, report.UnattributedSource{Comm: "(exited)", Ns: total - sum})
+	}
+	slices.SortFunc(live, func(a, b report.UnattributedSource) int { return cmp.Compare(b.Ns, a.Ns) })
+	live = live[:min(len(live), maxUnattributedSources)]
+	for i := range live {
+		if live[i].TID != 0 {
+			live[i].Comm = threadComm(live[i].TID)
+		}
+	}
+	return live
 }
 
 func lostBreakdown(s reqprofTargetStats) map[string]uint64 {

@@ -168,3 +168,12 @@ func cgroupProcs(path string) ([]int, error) {
 	}
 	return pids, nil
 }
+
+// threadComm is a thread's name, or "?" once it is gone.
+func threadComm(tid uint32) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tid))
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -119,6 +119,7 @@ type reqprofThreadState struct {
 	HandoffPendingDepth uint32
 	Served              uint32
 	Pad2                uint32
+	UnattributedNs      uint64
 }
 
 // Names of all BPF objects in the ELF.

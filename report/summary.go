@@ -90,6 +90,8 @@ type TargetSummary struct {
 	ProcessCPUUs      float64 `json:"process_cpu_us"`
 	AttributedCPUUs   float64 `json:"attributed_cpu_us"`
 	UnattributedCPUUs float64 `json:"unattributed_cpu_us"`
+	// UnattributedSources names the threads with the most of it.
+	UnattributedSources []UnattributedSourceSummary `json:"unattributed_sources,omitempty"`
 	// Part of AttributedCPUUs: after a response, before the thread turns
 	// to other work (the server's loop), charged to the request it follows.
 	BetweenRequestsCPUUs float64 `json:"between_requests_cpu_us"`
@@ -301,4 +303,20 @@ func warnings(t Target) []string {
 		}
 	}
 	return w
+}
+
+// UnattributedSourceSummary is a thread's unattributed CPU; TID 0 stands
+// for the threads that exited in the window.
+type UnattributedSourceSummary struct {
+	TID   uint32  `json:"tid"`
+	Comm  string  `json:"comm"`
+	CPUUs float64 `json:"cpu_us"`
+}
+
+func summarizeSources(sources []UnattributedSource) []UnattributedSourceSummary {
+	var out []UnattributedSourceSummary
+	for _, src := range sources {
+		out = append(out, UnattributedSourceSummary{TID: src.TID, Comm: src.Comm, CPUUs: usFromNs(src.Ns)})
+	}
+	return out
 }

@@ -71,6 +71,7 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 			ms(t.SchedCPUUs), 100*t.ProcessCPUUs/t.SchedCPUUs)
 	}
 	b.WriteString("\n")
+	writeSources(b, t.UnattributedSources)
 	if t.RunqueueTotalUs != nil && t.OffCPUTotalUs != nil {
 		fmt.Fprintf(b, "threads waited, in requests or not: %s ms on a run queue, %s ms blocked\n",
 			ms(*t.RunqueueTotalUs), ms(*t.OffCPUTotalUs))
@@ -256,4 +257,23 @@ func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
 		}
 	}
 	fmt.Fprintf(b, "; collector %s ms CPU, %s MB peak memory\n", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))
+}
+
+// writeSources names where most unattributed CPU went, on a line of its own.
+func writeSources(b *bytes.Buffer, sources []UnattributedSourceSummary) {
+	if len(sources) == 0 {
+		return
+	}
+	b.WriteString("unattributed, largest:")
+	for i, src := range sources {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		if src.TID == 0 {
+			fmt.Fprintf(b, " threads that exited %s ms", ms(src.CPUUs))
+			continue
+		}
+		fmt.Fprintf(b, " tid %d (%s) %s ms", src.TID, printable(src.Comm), ms(src.CPUUs))
+	}
+	b.WriteString("\n")
 }

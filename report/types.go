@@ -31,6 +31,13 @@ type Request struct {
 	BytesOut uint64
 }
 
+// UnattributedSource is a thread's unattributed CPU.
+type UnattributedSource struct {
+	TID  uint32 // 0 for the threads that exited in the window
+	Comm string // the thread's name
+	Ns   uint64
+}
+
 // LatencyNs is wall time from its first byte read to its last byte written.
 func (r Request) LatencyNs() uint64 { return uint64(r.End - r.Start) }
 
@@ -77,6 +84,10 @@ type Target struct {
 	UnfinishedRequests int
 
 	UnattributedNs uint64 // target threads on a CPU while serving no request
+	// UnattributedSources names the threads with the most unattributed
+	// CPU, largest first (GC workers, timers, idle loops), so a user can
+	// judge it; threads that exited in the window are one entry.
+	UnattributedSources []UnattributedSource
 	// BetweenRequestsNs is the part of AttributedNs a thread spent after
 	// writing a response and before its next request: the server's loop
 	// (epoll_wait, accept, bookkeeping).

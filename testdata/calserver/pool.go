@@ -29,7 +29,8 @@ type poolEngine struct {
 	workers int
 
 	// Owned by the I/O thread while it runs, then by release.
-	conns map[int32]*poolConn
+	conns    map[int32]*poolConn
+	ioLedger ledger // the I/O thread's part of the request it last read
 
 	wakes, woken, waits atomic.Uint64 // see Stats.FutexWakes and the next
 }
@@ -42,10 +43,6 @@ type poolConn struct {
 	// the other order what each did to the connection before.
 	busy atomic.Bool
 	next *poolConn // the next job in the queue; a connection has one job at most
-
-	// ioCPU is the I/O thread's part of the job's CPU, which it knows only
-	// after the wake, when the worker may have begun: -1 until it stores it.
-	ioCPU atomic.Int64
 
 	// Set by the worker as it hands the connection back.
 	handedBack bool // the I/O thread has not turned to it since
@@ -78,6 +75,8 @@ func startPool(s *Server, listen string, workers int) (engine, error) {
 
 func (e *poolEngine) ioLoop() {
 	defer e.s.wg.Done()
+	e.ioLedger.ioPart = true
+	defer e.ioLedger.settle()
 	e.poller.loop(e)
 }
 
@@ -87,7 +86,7 @@ func (e *poolEngine) accepted(fd int) error {
 	if err := e.watch(unix.EPOLL_CTL_ADD, fd, oneShotIn); err != nil {
 		return err
 	}
-	e.conns[int32(fd)] = &poolConn{conn: conn{fd: fd}}
+	e.conns[int32(fd)] = &poolConn{conn: conn{fd: fd, ledger: &e.ioLedger}}
 	return nil
 }
 
@@ -133,40 +132,48 @@ func (e *poolEngine) ready(fd int32) {
 }
 
 // dispatch queues c's request r for the workers and wakes one, if one
-// sleeps. The I/O thread's part of the request ends just after the wake.
+// sleeps. The I/O thread's part of the request lasts until it turns to the
+// next one (its ledger; as reqprof charges its loop to the request it last
+// read).
 func (e *poolEngine) dispatch(c *poolConn, r *route) {
-	start := c.startCPU
+	e.ioLedger.settle()
+	e.ioLedger.route, e.ioLedger.startCPU = r, c.startCPU
 	c.route = r
-	c.ioCPU.Store(-1)
 	c.busy.Store(true)
 	woken, waked := e.q.push(c)
-	// c is the worker's now, but for ioCPU.
-	c.ioCPU.Store(threadCPUNow() - start)
 	if waked {
 		e.wakes.Add(1)
 		e.woken.Add(uint64(woken))
 	}
 }
 
-// work serves jobs until stop.
+// work serves jobs until stop. A worker's part of a job runs from the start
+// of the pop that returned it to the start of the next pop: the wait for a
+// job is the job's, as reqprof charges it to the request the wake hands over.
 func (e *poolEngine) work() {
 	defer e.s.wg.Done()
 	// Never unlocked: the worker is one OS thread for its whole life, and the
 	// thread exits with it.
 	runtime.LockOSThread()
 	s := e.s
+	var open *route
+	var openStart int64
 	for {
+		popStart := threadCPUNow()
+		if open != nil {
+			open.addWorker(popStart - openStart)
+			open = nil
+		}
 		c := e.q.pop(&e.waits)
 		if c == nil {
 			return
 		}
-		start := threadCPUNow()
 		s.respond(&c.conn, c.route)
 		if e.writeAll(c) != nil {
 			c.failed = true
 		} else {
-			end, endWall := threadCPUNow(), time.Now()
-			c.route.recordSplit(c.waitIOCPU(), end-start, c.devNullCPUNs, endWall.Sub(c.startWall).Nanoseconds())
+			c.route.count(c.devNullCPUNs, time.Since(c.startWall).Nanoseconds())
+			open, openStart = c.route, popStart
 		}
 		e.handBack(c)
 	}
@@ -191,18 +198,6 @@ func (e *poolEngine) writeAll(c *poolConn) error {
 		if e.q.closed.Load() {
 			return errStopped
 		}
-	}
-}
-
-// waitIOCPU is the I/O thread's part of the job's CPU, waiting for the I/O
-// thread to store it if it has not yet: it stores it a clock read after the
-// wake, long before the job's write returns unless it was preempted there.
-func (c *poolConn) waitIOCPU() int64 {
-	for {
-		if ns := c.ioCPU.Load(); ns >= 0 {
-			return ns
-		}
-		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	}
 }
 

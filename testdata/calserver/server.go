@@ -249,6 +249,9 @@ type ledger struct {
 	startWall    time.Time
 	endWall      time.Time // the response's last byte: wall time keeps ending there
 	devNullCPUNs int64
+	// ioPart: the pool model's I/O thread, whose ledger holds only its
+	// part of a request's CPU; the worker records the request.
+	ioPart bool
 }
 
 // settle records the open request, if any, ending its CPU now.
@@ -256,7 +259,12 @@ func (l *ledger) settle() {
 	if l == nil || l.route == nil {
 		return
 	}
-	l.route.record(threadCPUNow()-l.startCPU, l.devNullCPUNs, l.endWall.Sub(l.startWall).Nanoseconds())
+	cpu := threadCPUNow() - l.startCPU
+	if l.ioPart {
+		l.route.addIO(cpu)
+	} else {
+		l.route.record(cpu, l.devNullCPUNs, l.endWall.Sub(l.startWall).Nanoseconds())
+	}
 	l.route = nil
 }
 

@@ -98,12 +98,21 @@ func (r *route) record(cpuNs, devNullCPUNs, wallNs int64) {
 	r.wallNs.Add(uint64(wallNs))
 }
 
-// recordSplit records a pool model request, whose CPU is the I/O thread's
-// part plus the worker's.
-func (r *route) recordSplit(ioCPUNs, workerCPUNs, devNullCPUNs, wallNs int64) {
-	r.ioCPUNs.Add(uint64(ioCPUNs))
-	r.workerCPUNs.Add(uint64(workerCPUNs))
-	r.record(ioCPUNs+workerCPUNs, devNullCPUNs, wallNs)
+// addIO adds the pool model I/O thread's part of a request's CPU.
+func (r *route) addIO(cpuNs int64) {
+	r.ioCPUNs.Add(uint64(cpuNs))
+	r.cpuNs.Add(uint64(cpuNs))
+}
+
+// addWorker adds a pool model worker's part of a request's CPU.
+func (r *route) addWorker(cpuNs int64) {
+	r.workerCPUNs.Add(uint64(cpuNs))
+	r.cpuNs.Add(uint64(cpuNs))
+}
+
+// count records a pool model request, whose CPU the two parts add.
+func (r *route) count(devNullCPUNs, wallNs int64) {
+	r.record(0, devNullCPUNs, wallNs)
 }
 
 func (r *route) totals() Totals {
