@@ -297,3 +297,53 @@ func TestRunRejectsBadTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestCgroupTarget profiles every process of a cgroup v2 directory as one
+// target: a server moved into a cgroup is found through it.
+func TestCgroupTarget(t *testing.T) {
+	requireBPF(t)
+	dir := filepath.Join("/sys/fs/cgroup", fmt.Sprintf("reqprof-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("making a cgroup (cgroup v2 at /sys/fs/cgroup): %v", err)
+	}
+	srv := startCalserver(t, "--model", "epoll", "--burn", "100us")
+	t.Cleanup(func() {
+		srv.stop(t)
+		os.Remove(dir) // empty once the server has exited
+	})
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(srv.pid())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	attached := make(chan struct{})
+	done := make(chan struct{})
+	var run report.Run
+	var runErr error
+	go func() {
+		defer close(done)
+		run, runErr = collector.Run(ctx, collector.Config{
+			Targets:        []collector.Target{{Cgroup: dir, Label: "app"}},
+			FollowChildren: true,
+			Duration:       time.Minute,
+			OnAttached:     func(string) { close(attached) },
+		})
+	}()
+	select {
+	case <-attached:
+	case <-done:
+		t.Fatalf("collector: %v", runErr)
+	}
+	if _, err := loadgen.Run(ctx, loadgen.Config{Addr: srv.addr, Conns: 2, Requests: 500}); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	cancel()
+	<-done
+	if runErr != nil {
+		t.Fatal(runErr)
+	}
+	target := run.Targets[0]
+	if target.PID != srv.pid() || target.Label != "app" || len(target.Requests) != 500 {
+		t.Errorf("cgroup target: pid %d label %q, %d requests; want pid %d, \"app\", 500", target.PID, target.Label, len(target.Requests), srv.pid())
+	}
+}
