@@ -153,7 +153,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, fmt.Errorf("setting the window start: %w", err)
 	}
 	for i, p := range procs {
-		p.schedNs0, _ = processCPUNs(p.PID)
+		p.schedNs0, _ = ProcessCPUNs(p.PID)
 		p.schedNsAt = p.schedNs0
 		if err := p.register(objs.Targets, i, cfg.FollowChildren); err != nil {
 			return report.Run{}, err
@@ -176,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	endNs := monotonicNs()
 	cost := overhead.stop()
 	for _, p := range procs {
-		if ns, err := processCPUNs(p.PID); err == nil && !p.exited {
+		if ns, err := ProcessCPUNs(p.PID); err == nil && !p.exited {
 			p.schedNsAt = ns
 		}
 	}
@@ -415,7 +415,7 @@ func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObject
 				continue
 			}
 			alive++
-			if ns, err := processCPUNs(p.PID); err == nil {
+			if ns, err := ProcessCPUNs(p.PID); err == nil {
 				p.schedNsAt = ns
 			}
 		}

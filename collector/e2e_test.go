@@ -89,24 +89,13 @@ func TestNginxUnderWrk(t *testing.T) {
 	nginxBin, wrkBin := lookPathOrFail(t, "nginx"), lookPathOrFail(t, "wrk")
 	pid, port := startNginx(t, nginxBin, 0)
 
-	var out []byte
-	w := profile(t, []int{pid}, func() {
-		var err error
-		out, err = exec.Command(wrkBin, "-t2", "-c8", "-d2s", fmt.Sprintf("http://127.0.0.1:%d/", port)).CombinedOutput()
-		if err != nil {
-			t.Fatalf("wrk: %v\n%s", err, out)
-		}
-	})
-	m := regexp.MustCompile(`(\d+) requests in`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("no request count in wrk's output:\n%s", out)
-	}
-	wrkCount, _ := strconv.Atoi(string(m[1]))
+	var wrkCount int
+	w := profile(t, []int{pid}, func() { wrkCount = runWrk(t, wrkBin, port) })
 	target := targetOf(t, w.run, pid)
 	got := len(target.Requests)
 	t.Logf("nginx: wrk %d requests, reqprof %d (%.1f µs cpu/request), unfinished %d", wrkCount, got, meanCPUUs(target.Requests), target.UnfinishedRequests)
 	if wrkCount < 1000 {
-		t.Fatalf("wrk completed only %d requests:\n%s", wrkCount, out)
+		t.Fatalf("wrk completed only %d requests", wrkCount)
 	}
 	if !within(float64(got), float64(wrkCount), 0.01) {
 		t.Errorf("reqprof counted %d requests, wrk %d: more than 1%% apart", got, wrkCount)
@@ -120,19 +109,8 @@ func TestPreforkNginxThroughMaster(t *testing.T) {
 	requireBPF(t)
 	nginxBin, wrkBin := lookPathOrFail(t, "nginx"), lookPathOrFail(t, "wrk")
 	master, port := startNginx(t, nginxBin, 2)
-	var out []byte
-	w := profileWith(t, []int{master}, true, func() {
-		var err error
-		out, err = exec.Command(wrkBin, "-t2", "-c8", "-d2s", fmt.Sprintf("http://127.0.0.1:%d/", port)).CombinedOutput()
-		if err != nil {
-			t.Fatalf("wrk: %v\n%s", err, out)
-		}
-	})
-	m := regexp.MustCompile(`(\d+) requests in`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("no request count in wrk's output:\n%s", out)
-	}
-	wrkCount, _ := strconv.Atoi(string(m[1]))
+	var wrkCount int
+	w := profileWith(t, []int{master}, true, func() { wrkCount = runWrk(t, wrkBin, port) })
 	target := targetOf(t, w.run, master)
 	tids := map[uint32]bool{}
 	for _, r := range target.Requests {
@@ -150,6 +128,22 @@ func TestPreforkNginxThroughMaster(t *testing.T) {
 	if share := float64(target.UnattributedNs) / float64(target.ProcessNs()); share > 0.10 {
 		t.Errorf("unattributed %.1f%% of the process CPU under steady load, want below 10%%", 100*share)
 	}
+}
+
+// runWrk loads 127.0.0.1:port with wrk for 2 s over 8 connections and
+// returns the requests wrk completed.
+func runWrk(t *testing.T, wrkBin string, port int) int {
+	t.Helper()
+	out, err := exec.Command(wrkBin, "-t2", "-c8", "-d2s", fmt.Sprintf("http://127.0.0.1:%d/", port)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wrk: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(\d+) requests in`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no request count in wrk's output:\n%s", out)
+	}
+	count, _ := strconv.Atoi(string(m[1]))
+	return count
 }
 
 func lookPathOrFail(t *testing.T, name string) string {

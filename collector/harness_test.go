@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/report"
 	"github.com/reqprof/reqprof/testdata/calserver"
@@ -188,11 +186,11 @@ func processClocks(t *testing.T, pids []int) map[int]uint64 {
 	t.Helper()
 	clocks := map[int]uint64{}
 	for _, pid := range pids {
-		var ts unix.Timespec
-		if err := unix.ClockGettime(int32((^pid)<<3|2), &ts); err != nil {
-			t.Fatalf("CPU clock of %d: %v", pid, err)
+		ns, err := collector.ProcessCPUNs(pid)
+		if err != nil {
+			t.Fatal(err)
 		}
-		clocks[pid] = uint64(ts.Nano())
+		clocks[pid] = ns
 	}
 	return clocks
 }

@@ -34,10 +34,10 @@ func threadCount(pid int) int {
 	return len(entries)
 }
 
-// processCPUNs reads the process's CPU clock: the scheduler's own
+// ProcessCPUNs reads the process's CPU clock: the scheduler's own
 // nanosecond sum over all its threads, live and exited, the same figure
 // CLOCK_PROCESS_CPUTIME_ID gives the process itself.
-func processCPUNs(pid int) (uint64, error) {
+func ProcessCPUNs(pid int) (uint64, error) {
 	// MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) from the kernel's
 	// include/linux/posix-timers.h.
 	clock := int32((^pid)<<3 | 2)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reqprof/reqprof/collector"
+
 	"github.com/reqprof/reqprof/report"
 )
 
@@ -93,7 +95,7 @@ func attach(reqprof, dir string, pid int, flags []string) (*attachment, error) {
 func (a *attachment) pid() int { return a.cmd.Process.Pid }
 
 // cpuNs is the collector's CPU so far.
-func (a *attachment) cpuNs() (uint64, error) { return processCPUNs(a.pid()) }
+func (a *attachment) cpuNs() (uint64, error) { return collector.ProcessCPUNs(a.pid()) }
 
 // stop ends the window with SIGINT, as Ctrl-C would, and reads the result.
 // loadEndCPUNs is the collector's CPU clock read when load stopped.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/reqprof/reqprof/collector"
 )
 
 // bench runs the phases and keeps what they measured.
@@ -212,7 +214,7 @@ func (b *bench) measureServer(srv *server, a *attachment, l load, t *trial) erro
 	if err != nil {
 		return err
 	}
-	before, err := processCPUNs(srv.pid())
+	before, err := collector.ProcessCPUNs(srv.pid())
 	if err != nil {
 		return err
 	}
@@ -220,7 +222,7 @@ func (b *bench) measureServer(srv *server, a *attachment, l load, t *trial) erro
 	if err != nil {
 		return err
 	}
-	after, err := processCPUNs(srv.pid())
+	after, err := collector.ProcessCPUNs(srv.pid())
 	if err != nil {
 		return err
 	}

@@ -15,19 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// processCPUNs reads a process's CPU clock: the scheduler's nanosecond sum
-// over all its threads, live and exited.
-func processCPUNs(pid int) (uint64, error) {
-	// MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) from the kernel's
-	// include/linux/posix-timers.h.
-	clock := int32((^pid)<<3 | 2)
-	var ts unix.Timespec
-	if err := unix.ClockGettime(clock, &ts); err != nil {
-		return 0, fmt.Errorf("reading the CPU clock of %d: %w", pid, err)
-	}
-	return uint64(ts.Nano()), nil
-}
-
 // userHz is the unit of /proc/stat's CPU times, USER_HZ, 100 on every
 // architecture Linux supports with BPF trampolines.
 const userHz = 100

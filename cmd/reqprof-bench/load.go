@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -15,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/reqprof/reqprof/testdata/loadgen"
 )
 
 // wrkResult is what one wrk run reports.
@@ -125,7 +125,7 @@ func holdConnections(addr string, n int, hold, interval time.Duration) holdResul
 					failures.Add(1)
 					return
 				}
-				if err := readResponse(r); err != nil {
+				if err := loadgen.ReadResponse(r); err != nil {
 					failures.Add(1)
 					return
 				}
@@ -149,39 +149,3 @@ func holdConnections(addr string, n int, hold, interval time.Duration) holdResul
 }
 
 var holdRequest = []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-
-var contentLength = []byte("content-length")
-
-// readResponse reads one whole response: status line, headers, and a body
-// of Content-Length bytes.
-func readResponse(r *bufio.Reader) error {
-	status, err := r.ReadSlice('\n')
-	if err != nil {
-		return err
-	}
-	if !bytes.HasPrefix(status, []byte("HTTP/1.1 200 ")) {
-		return fmt.Errorf("status line %q", status)
-	}
-	length := -1
-	for {
-		line, err := r.ReadSlice('\n')
-		if err != nil {
-			return err
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			break
-		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if ok && bytes.EqualFold(bytes.TrimSpace(name), contentLength) {
-			if length, err = strconv.Atoi(string(bytes.TrimSpace(value))); err != nil || length < 0 {
-				return fmt.Errorf("header %q", line)
-			}
-		}
-	}
-	if length < 0 {
-		return errors.New("response without Content-Length")
-	}
-	_, err = r.Discard(length)
-	return err
-}

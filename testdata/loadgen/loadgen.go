@@ -186,7 +186,7 @@ func runConn(ctx context.Context, addr string, requests [][]byte, first, n int) 
 			res.err = fmt.Errorf("request %d: %w", i, err)
 			return res
 		}
-		if err := readResponse(r); err != nil {
+		if err := ReadResponse(r); err != nil {
 			res.err = fmt.Errorf("response %d: %w", i, err)
 			return res
 		}
@@ -200,9 +200,9 @@ var (
 	contentLength = []byte("content-length")
 )
 
-// readResponse reads one whole response: status line, headers, and a body of
+// ReadResponse reads one whole response: status line, headers, and a body of
 // Content-Length bytes.
-func readResponse(r *bufio.Reader) error {
+func ReadResponse(r *bufio.Reader) error {
 	status, err := r.ReadSlice('\n')
 	if err != nil {
 		return err
