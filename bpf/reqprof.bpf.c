@@ -61,6 +61,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define NR_SOFTIRQS 10
 #define SYSCALL_SLOTS 8
 #define PAYLOAD_MAX 512
+/* Room for a capture to be continued at any offset below PAYLOAD_MAX with up
+ * to PAYLOAD_MAX more bytes, which is what the verifier can check. */
+#define PAYLOAD_BUF (2 * PAYLOAD_MAX)
 #define RINGBUF_BYTES (8 << 20)
 #define WAKEUP_BYTES (RINGBUF_BYTES / 4)
 
@@ -147,7 +150,7 @@ struct request_record {
 	__u16 local_port;
 	__u16 payload_len;
 	__u32 pad;
-	__u8 payload[PAYLOAD_MAX]; /* first bytes of the read that started it */
+	__u8 payload[PAYLOAD_BUF]; /* its first bytes read, payload_len of them */
 };
 
 /* The open request of one connection, and the tail of its last writer.
@@ -900,6 +903,22 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
+/* Appends a read's bytes to the request's capture, up to capture_bytes: a
+ * server may read a request in pieces (Go's net/http first reads a single
+ * byte to watch for the peer's close). */
+static __always_inline void capture(struct request_record *r, struct thread_state *st, int ret)
+{
+	__u32 off = r->payload_len;
+	if (!st->read_buf || off >= capture_bytes || off >= PAYLOAD_MAX)
+		return;
+	__u32 room = capture_bytes - off;
+	__u32 len = (__u32)ret < room ? (__u32)ret : room;
+	if (len == 0 || len > PAYLOAD_MAX)
+		return;
+	if (bpf_probe_read_user(&r->payload[off], len, (void *)st->read_buf) == 0)
+		r->payload_len = off + len;
+}
+
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 {
@@ -929,13 +948,9 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 		r->first_write_ns = 0;
 		r->end_ns = 0;
 		r->payload_len = 0;
-		__u32 len = ret < capture_bytes ? ret : capture_bytes;
-		if (len > PAYLOAD_MAX)
-			len = PAYLOAD_MAX;
-		if (st->read_buf && len && bpf_probe_read_user(r->payload, len, (void *)st->read_buf) == 0)
-			r->payload_len = len;
 		c->phase = PHASE_READING;
 	}
+	capture(&c->rec, st, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	st->conn = cookie;
 	st->handoff_depth = 0;

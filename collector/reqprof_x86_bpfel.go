@@ -64,7 +64,7 @@ type reqprofRequestRecord struct {
 	LocalPort    uint16
 	PayloadLen   uint16
 	Pad          uint32
-	Payload      [512]uint8
+	Payload      [1024]uint8
 }
 
 type reqprofSyscallSlot struct {

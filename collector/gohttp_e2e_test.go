@@ -1,0 +1,75 @@
+package collector_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/reqprof/reqprof/testdata/gohttp"
+	"github.com/reqprof/reqprof/testdata/loadgen"
+)
+
+// TestGoNetHTTP profiles a plain Go net/http server, goroutines free to move
+// between its threads, GOMAXPROCS=2, 8 connections, three routes whose
+// handlers burn 0, 200 µs and 1 ms. Each route is counted exactly, and what
+// a route costs above the empty one matches what its handler burned, by the
+// server's own clock: requests are not mixed up as goroutines move.
+func TestGoNetHTTP(t *testing.T) {
+	requireBPF(t)
+	bin := filepath.Join(t.TempDir(), "gohttp")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/reqprof/reqprof/testdata/gohttp/cmd/gohttp").CombinedOutput(); err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--route", "/zero=0s", "--route", "/a=200us", "--route", "/b=1ms")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	pipe, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	out := bufio.NewReader(pipe)
+	line, _ := out.ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if !ok {
+		t.Fatalf("server said %q", line)
+	}
+
+	const requests = 3000
+	w := profile(t, []int{cmd.Process.Pid}, func() {
+		if _, err := loadgen.Run(context.Background(), loadgen.Config{
+			Addr: addr, Conns: 8, Requests: requests, Paths: []string{"/zero", "/a", "/b"},
+		}); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	line, _ = out.ReadString('\n')
+	var truth gohttp.Stats
+	if err := json.Unmarshal([]byte(line), &truth); err != nil {
+		t.Fatalf("server stats %q: %v", line, err)
+	}
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	routes := byRoute(target.Requests)
+	base := meanCPUUs(routes["GET /zero"])
+	for _, path := range []string{"/zero", "/a", "/b"} {
+		got := routes["GET "+path]
+		if uint64(len(got)) != truth.Requests[path] {
+			t.Errorf("%s: reqprof counted %d, the server %d", path, len(got), truth.Requests[path])
+		}
+	}
+	for _, path := range []string{"/a", "/b"} {
+		above := meanCPUUs(routes["GET "+path]) - base
+		t.Logf("%s: %.1f µs per request, %.1f above /zero; the handler burned %.1f µs", path, meanCPUUs(routes["GET "+path]), above, truth.BurnUs[path])
+		if !within(above, truth.BurnUs[path], 0.05) {
+			t.Errorf("%s costs %.1f µs above /zero, its handler burned %.1f µs: more than 5%% apart", path, above, truth.BurnUs[path])
+		}
+	}
+	unattributed := float64(target.UnattributedNs) / float64(target.ProcessNs())
+	t.Logf("/zero: %.1f µs per request (net/http's own cost); unattributed %.1f%%, largest %+v", base, 100*unattributed, target.UnattributedSources)
+}
