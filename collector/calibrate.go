@@ -39,12 +39,12 @@ func calibrateSyscallEntry(objs *reqprofObjects) (uint64, error) {
 		return 0, fmt.Errorf("calibrating: %w", err)
 	}
 	// Answers cached before this process became a target are void.
-	if err := objs.TargetsGeneration.Set(uint32(3)); err != nil {
+	if err := objs.TargetsGeneration.Set(uint32(generationCalibrating)); err != nil {
 		return 0, fmt.Errorf("calibrating: %w", err)
 	}
 	defer func() {
 		objs.Targets.Delete(self)
-		objs.TargetsGeneration.Set(uint32(1)) // forget this process was a target
+		objs.TargetsGeneration.Set(uint32(generationNoTargets)) // forget this process was a target
 	}()
 	tid := uint32(unix.Gettid())
 	if err := serveFakeRequest(objs, tid); err != nil {

@@ -122,23 +122,9 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, err
 	}
 
-	// The programs run from here on, for the calibration first: no target
-	// is registered yet.
-	if err := objs.TargetsGeneration.Set(uint32(1)); err != nil {
-		return report.Run{}, fmt.Errorf("enabling the programs: %w", err)
-	}
-	if err := objs.EnableNs.Set(monotonicNs()); err != nil {
-		return report.Run{}, fmt.Errorf("enabling the programs: %w", err)
-	}
-	if err := objs.Enabled.Set(uint32(1)); err != nil {
-		return report.Run{}, fmt.Errorf("enabling the programs: %w", err)
-	}
-	entryNs, err := calibrateSyscallEntry(objs)
+	entryNs, err := enableAndCalibrate(objs)
 	if err != nil {
 		return report.Run{}, err
-	}
-	if err := objs.SyscallOverheadNs.Set(entryNs); err != nil {
-		return report.Run{}, fmt.Errorf("setting the syscall entry cost: %w", err)
 	}
 
 	consumed := make(chan consumeResult, 1)
@@ -148,19 +134,9 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	// since enable_ns; its CPU clock is read at the same instant.
 	meta := hostMeta(entryNs)
 	overhead := startOverhead(objs)
-	startNs := monotonicNs()
-	if err := objs.EnableNs.Set(startNs); err != nil {
-		return report.Run{}, fmt.Errorf("setting the window start: %w", err)
-	}
-	for i, p := range procs {
-		p.schedNs0, _ = ProcessCPUNs(p.PID)
-		p.schedNsAt = p.schedNs0
-		if err := p.register(objs.Targets, i, cfg.FollowChildren); err != nil {
-			return report.Run{}, err
-		}
-	}
-	if err := objs.TargetsGeneration.Set(uint32(2)); err != nil {
-		return report.Run{}, fmt.Errorf("registering targets: %w", err)
+	startNs, err := openWindow(objs, procs, cfg.FollowChildren)
+	if err != nil {
+		return report.Run{}, err
 	}
 	if cfg.OnAttached != nil {
 		cfg.OnAttached(attachedLine(procs))
@@ -193,10 +169,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, res.err
 	}
 	for i, p := range procs {
-		p.requests = res.requests[i]
-	}
-	for i, p := range procs {
-		p.breakdown = res.breakdown[i]
+		p.requests, p.breakdown = res.requests[i], res.breakdown[i]
 	}
 	run, err := buildRun(objs, procs, res.names, meta, startNs, endNs, res.malformed)
 	run.Overhead = cost
@@ -234,6 +207,57 @@ func load(captureBytes int, followChildren bool) (*reqprofObjects, error) {
 		return nil, describeLoadError(err)
 	}
 	return &objs, nil
+}
+
+// Values of targets_generation: each change of the targets map voids what
+// the programs cached about which task is a target.
+const (
+	generationNoTargets   = 1 // enabled, for the calibration
+	generationTargets     = 2 // the window is open
+	generationCalibrating = 3 // the collector's own process is a target
+)
+
+// enableAndCalibrate starts the programs with no target registered and
+// measures the syscall entry cost on a thread of the collector.
+func enableAndCalibrate(objs *reqprofObjects) (uint64, error) {
+	if err := objs.TargetsGeneration.Set(uint32(generationNoTargets)); err != nil {
+		return 0, fmt.Errorf("enabling the programs: %w", err)
+	}
+	if err := objs.EnableNs.Set(monotonicNs()); err != nil {
+		return 0, fmt.Errorf("enabling the programs: %w", err)
+	}
+	if err := objs.Enabled.Set(uint32(1)); err != nil {
+		return 0, fmt.Errorf("enabling the programs: %w", err)
+	}
+	entryNs, err := calibrateSyscallEntry(objs)
+	if err != nil {
+		return 0, err
+	}
+	if err := objs.SyscallOverheadNs.Set(entryNs); err != nil {
+		return 0, fmt.Errorf("setting the syscall entry cost: %w", err)
+	}
+	return entryNs, nil
+}
+
+// openWindow registers the targets: a target's threads seen first after
+// this have run since the window's start, and each target's CPU clock is
+// read at the same instant.
+func openWindow(objs *reqprofObjects, procs []*process, followChildren bool) (startNs uint64, err error) {
+	startNs = monotonicNs()
+	if err := objs.EnableNs.Set(startNs); err != nil {
+		return 0, fmt.Errorf("setting the window start: %w", err)
+	}
+	for i, p := range procs {
+		p.schedNs0, _ = ProcessCPUNs(p.PID)
+		p.schedNsAt = p.schedNs0
+		if err := p.register(objs.Targets, i, followChildren); err != nil {
+			return 0, err
+		}
+	}
+	if err := objs.TargetsGeneration.Set(uint32(generationTargets)); err != nil {
+		return 0, fmt.Errorf("registering targets: %w", err)
+	}
+	return startNs, nil
 }
 
 func openTargets(targets []Target) ([]*process, error) {
