@@ -11,7 +11,7 @@ DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark chromium
 .PHONY: build generate check-generate deps vet test demo fuzz bench
 
 build:
-	$(GO) build -o bin/reqprof ./cmd/reqprof
+	$(GO) build -buildvcs=auto -o bin/reqprof ./cmd/reqprof
 
 # Rebuilds the BPF object and its Go bindings (needs clang and libbpf-dev).
 generate:

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -206,6 +207,7 @@ func writeReport(runs []report.Run, out outputFlags, withFloor bool, stdout io.W
 	}
 	var sources []report.Source
 	for i, run := range runs {
+		run.Meta.ReqprofVersion = version()
 		sources = append(sources, report.Source{
 			Name:    fmt.Sprintf("run %d", i+1),
 			Summary: report.SummarizeWith(run, report.SummarizeOptions{GroupBy: groupBy}),
@@ -240,6 +242,30 @@ func writeReport(runs []report.Run, out outputFlags, withFloor bool, stdout io.W
 		return report.WriteJSON(stdout, summary)
 	}
 	return writeFile(out.jsonPath, func(w io.Writer) error { return report.WriteJSON(w, summary) })
+}
+
+// version is the VCS revision reqprof was built from, when Go recorded it.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	revision, modified := "", false
+	for _, setting := range info.Settings {
+		switch setting.Key {
+		case "vcs.revision":
+			revision = setting.Value
+		case "vcs.modified":
+			modified = setting.Value == "true"
+		}
+	}
+	if len(revision) > 12 {
+		revision = revision[:12]
+	}
+	if revision != "" && modified {
+		revision += "-dirty"
+	}
+	return revision
 }
 
 func writeTables(w io.Writer, sources []report.Source, summary report.Summary, opts report.CompareOptions, allSyscalls bool) error {
