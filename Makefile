@@ -42,7 +42,7 @@ deps:
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
-	$(GO) vet ./... ./testdata/calserver/... ./testdata/loadgen/... ./testdata/gohttp/...
+	$(GO) vet ./... ./testdata/calserver/... ./testdata/loadgen/... ./testdata/gohttp/... ./testdata/nginxconf/...
 
 # The test command of the README and of CI. BPF tests need root; under
 # CI=true they fail instead of skipping.

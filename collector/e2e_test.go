@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reqprof/reqprof/testdata/nginxconf"
+
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/report"
 	"github.com/reqprof/reqprof/testdata/loadgen"
@@ -168,29 +170,7 @@ func startNginx(t *testing.T, bin string, workers int) (pid, port int) {
 	t.Helper()
 	dir := t.TempDir()
 	port = freePort(t)
-	master := "off"
-	if workers > 0 {
-		master = "on"
-	}
-	conf := fmt.Sprintf(`daemon off;
-master_process %[3]s;
-worker_processes %[4]d;
-error_log %[1]s/error.log;
-pid %[1]s/nginx.pid;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s;
-	proxy_temp_path %[1]s;
-	fastcgi_temp_path %[1]s;
-	uwsgi_temp_path %[1]s;
-	scgi_temp_path %[1]s;
-	server {
-		listen 127.0.0.1:%[2]d;
-		location / { return 200 "ok\n"; }
-	}
-}
-`, dir, port, master, max(workers, 1))
+	conf := nginxconf.Config{Dir: dir, Port: port, Workers: workers}.Text()
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/reqprof/reqprof/testdata/nginxconf"
 )
 
 // calserverCommand makes the bench's own binary run the calibrated server.
@@ -43,30 +45,6 @@ func (s *server) stop() {
 	}
 }
 
-// nginxConfig is one nginx process (no master) answering every request with
-// a small fixed body, sized for the many-connections phase: connections to
-// spare, and a listen backlog that absorbs the client's dialling bursts.
-const nginxConfig = `daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile %[3]d;
-error_log %[1]s/error.log;
-pid %[1]s/nginx.pid;
-events { worker_connections %[4]d; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s;
-	proxy_temp_path %[1]s;
-	fastcgi_temp_path %[1]s;
-	uwsgi_temp_path %[1]s;
-	scgi_temp_path %[1]s;
-	server {
-		listen 127.0.0.1:%[2]d backlog=4096;
-		location / { return 200 "ok\n"; }
-	}
-}
-`
-
 func startNginx(bin, parent string, connections int, fileLimit uint64) (*server, error) {
 	dir, err := os.MkdirTemp(parent, "nginx-")
 	if err != nil {
@@ -76,7 +54,7 @@ func startNginx(bin, parent string, connections int, fileLimit uint64) (*server,
 	if err != nil {
 		return nil, err
 	}
-	conf := fmt.Sprintf(nginxConfig, dir, port, fileLimit, connections+fileMargin)
+	conf := nginxconf.Config{Dir: dir, Port: port, Connections: connections + fileMargin, FileLimit: fileLimit}.Text()
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return nil, err

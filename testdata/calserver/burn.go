@@ -29,8 +29,8 @@ func spin(n, x uint64) uint64 {
 	return x
 }
 
-// burn spends the user CPU that iterations rounds of spin take.
-func burn(iterations uint64) {
+// Burn spends the user CPU that iterations rounds of spin take.
+func Burn(iterations uint64) {
 	if iterations == 0 {
 		return
 	}
@@ -62,8 +62,9 @@ func iterationsPerNs() float64 {
 	return calibration.perNs
 }
 
-// iterationsFor converts a CPU duration into rounds of spin.
-func iterationsFor(d time.Duration) uint64 {
+// IterationsFor converts a CPU duration into rounds of spin, calibrated
+// once per process.
+func IterationsFor(d time.Duration) uint64 {
 	return uint64(float64(d.Nanoseconds())*iterationsPerNs() + 0.5)
 }
 
@@ -90,7 +91,7 @@ func calibrate() float64 {
 // timeSpin is the thread CPU, in ns, that n rounds of spin take.
 func timeSpin(n uint64) int64 {
 	before := threadCPUNow()
-	burn(n)
+	Burn(n)
 	return threadCPUNow() - before
 }
 

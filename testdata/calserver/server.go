@@ -81,14 +81,14 @@ func Start(cfg Config) (*Server, error) {
 	s := &Server{
 		response:      []byte(response),
 		byKey:         make(map[string]*route, len(cfg.Routes)),
-		fallback:      &route{name: DefaultRoute, iterations: iterationsFor(cfg.Burn)},
+		fallback:      &route{name: DefaultRoute, iterations: IterationsFor(cfg.Burn)},
 		devNullBuf:    make([]byte, cfg.DevNullBytes),
 		devNullWrites: cfg.DevNullWrites,
 		sleep:         cfg.Sleep,
 	}
 	s.routes = append(s.routes, s.fallback)
 	for key, burn := range cfg.Routes {
-		r := &route{name: key, iterations: iterationsFor(burn)}
+		r := &route{name: key, iterations: IterationsFor(burn)}
 		s.byKey[key] = r
 		s.routes = append(s.routes, r)
 	}
@@ -437,7 +437,7 @@ func (s *Server) routeFor(key []byte) *route {
 // respond does a request's work and queues its response on c.
 func (s *Server) respond(c *conn, r *route) {
 	c.route = r
-	burn(r.iterations)
+	Burn(r.iterations)
 	c.devNullCPUNs = 0
 	if s.devNullWrites > 0 {
 		// Raw syscalls, without the Go runtime's entersyscall/exitsyscall

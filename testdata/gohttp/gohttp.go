@@ -12,42 +12,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/reqprof/reqprof/testdata/calserver"
 )
-
-var sink atomic.Uint64
-
-//go:noinline
-func spin(n, x uint64) uint64 {
-	for range n {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-	}
-	return x
-}
-
-// iterationsPerUs is measured on one thread, whole, so that the thread's
-// CPU clock means what it says.
-func iterationsPerUs() float64 {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	n := uint64(1 << 16)
-	for {
-		start := threadCPU()
-		sink.Store(spin(n, sink.Load()|1))
-		if d := threadCPU() - start; d > 20*time.Millisecond {
-			return float64(n) / float64(d.Microseconds())
-		}
-		n *= 2
-	}
-}
 
 func threadCPU() time.Duration {
 	var ts unix.Timespec
@@ -87,15 +60,14 @@ func Main(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	perUs := iterationsPerUs()
 	served := map[string]*route{}
 	mux := http.NewServeMux()
 	for path, d := range routes {
-		rt := &route{iterations: uint64(perUs * float64(d.Microseconds()))}
+		rt := &route{iterations: calserver.IterationsFor(d)}
 		served[path] = rt
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			tid, start := unix.Gettid(), threadCPU()
-			sink.Store(spin(rt.iterations, sink.Load()|1))
+			calserver.Burn(rt.iterations)
 			if end := threadCPU(); unix.Gettid() == tid {
 				rt.measured.Add(1)
 				rt.measuredNs.Add(uint64(end - start))
