@@ -1,15 +1,13 @@
 package collector_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/reqprof/reqprof/testdata/calserver"
 
 	"github.com/reqprof/reqprof/testdata/gohttp"
 	"github.com/reqprof/reqprof/testdata/loadgen"
@@ -28,33 +26,26 @@ func TestGoNetHTTP(t *testing.T) {
 	}
 	cmd := exec.Command(bin, "--route", "/zero=0s", "--route", "/a=500us", "--route", "/b=2ms")
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
-	pipe, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
+	srv, err := calserver.Spawn(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	out := bufio.NewReader(pipe)
-	line, _ := out.ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if !ok {
-		t.Fatalf("server said %q", line)
-	}
+	t.Cleanup(srv.Kill)
+	addr := srv.Addr
 
 	const requests = 1500
-	w := profile(t, []int{cmd.Process.Pid}, func() {
+	w := profile(t, []int{srv.PID()}, func() {
 		if _, err := loadgen.Run(context.Background(), loadgen.Config{
 			Addr: addr, Conns: 8, Requests: requests, Paths: []string{"/zero", "/a", "/b"},
 		}); err != nil {
 			t.Fatalf("load: %v", err)
 		}
 	})
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	line, _ = out.ReadString('\n')
 	var truth gohttp.Stats
-	if err := json.Unmarshal([]byte(line), &truth); err != nil {
-		t.Fatalf("server stats %q: %v", line, err)
+	if err := srv.StopInto(&truth); err != nil {
+		t.Fatal(err)
 	}
-	target := targetOf(t, w.run, cmd.Process.Pid)
+	target := targetOf(t, w.run, srv.PID())
 	routes := byRoute(target.Requests)
 	base := meanCPUUs(routes["GET /zero"])
 	for _, path := range []string{"/zero", "/a", "/b"} {

@@ -5,16 +5,12 @@ package collector_test
 // window.
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,55 +58,30 @@ func requireBPF(t *testing.T) {
 
 // server is a calibrated server running as a child process.
 type server struct {
+	*calserver.Process
 	cmd  *exec.Cmd
 	addr string
-	out  *bufio.Reader
 }
 
 func startCalserver(t *testing.T, args ...string) *server {
 	t.Helper()
 	cmd := exec.Command(calserverBin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Stderr = os.Stderr
-	pipe, err := cmd.StdoutPipe()
+	p, err := calserver.Spawn(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{cmd: cmd, out: bufio.NewReader(pipe)}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	line, err := s.out.ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		t.Fatalf("calserver did not start: %q %v", line, err)
-	}
-	s.addr = addr
-	return s
+	t.Cleanup(p.Kill)
+	return &server{Process: p, cmd: cmd, addr: p.Addr}
 }
 
-func (s *server) pid() int { return s.cmd.Process.Pid }
+func (s *server) pid() int { return s.PID() }
 
 // stop ends the server and returns its own measurements.
 func (s *server) stop(t *testing.T) calserver.Stats {
 	t.Helper()
-	if s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	line, err := s.out.ReadString('\n')
+	stats, err := s.Stop()
 	if err != nil {
-		t.Fatalf("reading calserver stats: %v", err)
-	}
-	var stats calserver.Stats
-	if err := json.Unmarshal([]byte(line), &stats); err != nil {
-		t.Fatalf("calserver stats %q: %v", line, err)
-	}
-	if err := s.cmd.Wait(); err != nil {
 		t.Fatalf("calserver: %v", err)
 	}
 	return stats

@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/reqprof/reqprof/testdata/calserver"
 
 	"github.com/reqprof/reqprof/testdata/nginxconf"
 )
@@ -103,20 +103,9 @@ func startCalserver(burn time.Duration) (*server, error) {
 	}
 	cmd := exec.Command(exe, calserverCommand, "--model", "epoll", "--burn", burn.String(), "--listen", "127.0.0.1:0")
 	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	p, err := calserver.Spawn(cmd)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the calibrated server: %w", err)
-	}
-	s := &server{name: fmt.Sprintf("calserver, %d µs burn", burn.Microseconds()), cmd: cmd}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		s.stop()
-		return nil, fmt.Errorf("the calibrated server did not start (said %q)", line)
-	}
-	s.addr = addr
-	return s, nil
+	return &server{name: fmt.Sprintf("calserver, %d µs burn", burn.Microseconds()), cmd: cmd, addr: p.Addr}, nil
 }

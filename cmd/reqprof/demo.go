@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/report"
@@ -52,10 +48,10 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	var servers []*demoServer
+	var servers []*calserver.Process
 	defer func() {
 		for _, s := range servers {
-			s.kill()
+			s.Kill()
 		}
 	}()
 	var targets []collector.Target
@@ -65,7 +61,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		servers = append(servers, s)
-		targets = append(targets, collector.Target{PID: s.cmd.Process.Pid, Label: d.label})
+		targets = append(targets, collector.Target{PID: s.PID(), Label: d.label})
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -104,7 +100,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	}
 	var truths []calserver.Stats
 	for _, s := range servers {
-		truth, err := s.stop()
+		truth, err := s.Stop()
 		if err != nil {
 			return err
 		}
@@ -123,7 +119,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 }
 
 // loadAll drives every server at once with the same load.
-func loadAll(ctx context.Context, servers []*demoServer, conns, requests int) error {
+func loadAll(ctx context.Context, servers []*calserver.Process, conns, requests int) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(servers))
 	for i, s := range servers {
@@ -131,7 +127,7 @@ func loadAll(ctx context.Context, servers []*demoServer, conns, requests int) er
 		go func() {
 			defer wg.Done()
 			_, errs[i] = loadgen.Run(ctx, loadgen.Config{
-				Addr: s.addr, Conns: conns, Requests: requests,
+				Addr: s.Addr, Conns: conns, Requests: requests,
 				Paths: []string{"/mcp"}, Bodies: []string{demoCall},
 			})
 		}()
@@ -140,56 +136,12 @@ func loadAll(ctx context.Context, servers []*demoServer, conns, requests int) er
 	return errors.Join(errs...)
 }
 
-type demoServer struct {
-	cmd    *exec.Cmd
-	addr   string
-	output *bufio.Reader
-}
-
-func startDemoServer(args []string) (*demoServer, error) {
+func startDemoServer(args []string) (*calserver.Process, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding reqprof's own binary: %w", err)
 	}
 	cmd := exec.Command(exe, append([]string{demoServerCommand, "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Stderr = os.Stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting a demo server: %w", err)
-	}
-	s := &demoServer{cmd: cmd, output: bufio.NewReader(pipe)}
-	line, err := s.output.ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		s.kill()
-		return nil, fmt.Errorf("a demo server did not start (said %q)", line)
-	}
-	s.addr = addr
-	return s, nil
-}
-
-// stop asks the server for its own per-request measurements and waits for it.
-func (s *demoServer) stop() (calserver.Stats, error) {
-	var stats calserver.Stats
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return stats, err
-	}
-	line, err := s.output.ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return stats, err
-	}
-	if err := json.Unmarshal([]byte(line), &stats); err != nil {
-		return stats, fmt.Errorf("reading a demo server's own figures: %w", err)
-	}
-	return stats, s.cmd.Wait()
-}
-
-func (s *demoServer) kill() {
-	if s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	}
+	return calserver.Spawn(cmd)
 }
