@@ -168,7 +168,6 @@ struct conn_state {
 struct thread_state {
 	__u64 conn;              /* cookie of the connection it last read/wrote */
 	__u64 run_start_ns;      /* start of the on-CPU time not yet cut */
-	__u64 syscall_start_ns;  /* entry of the current syscall */
 	__u64 held_ns;           /* on-CPU ns held back until the syscall boundary */
 	__u64 sched_at_in;       /* kernel's sum_exec_runtime when put on the CPU; 0: unknown */
 	__u64 slice_cut_ns;      /* ns cut from the current slice so far */
@@ -197,7 +196,6 @@ struct target_stats {
 	__u64 unattributed_user_ns;
 	__u64 unattributed_kernel_ns;
 	__u64 between_requests_ns; /* part of attributed: tails, the server's loop after responses */
-	__u64 charged_ns;          /* all CPU charged anywhere: a consistency check */
 	__u64 dropped_ns;          /* CPU of requests closed before any response */
 	__u64 dropped_requests;
 	__u64 lost_records;        /* ring buffer full */
@@ -205,10 +203,8 @@ struct target_stats {
 	__u64 lost_conns;          /* connection map full */
 	__u64 threads_seen;
 	__u64 start_unseen;        /* finished requests that began before attach */
-	__u64 switch_ins;          /* times a target thread was put on a CPU */
 	__u64 runqueue_ns;         /* all run-queue wait of target threads, in requests or not */
 	__u64 offcpu_ns;           /* all blocked time of target threads */
-	__u64 handoffs;            /* requests handed to a woken thread */
 	__u64 children_followed;   /* processes forked by a target and added to it */
 };
 
@@ -434,8 +430,6 @@ static __always_inline void charge_to(struct thread_state *st, struct cost *to, 
 	if (!ns && syscall_nr < 0)
 		return;
 	struct target_stats *s = stats_of(st->target);
-	if (s)
-		s->charged_ns += ns;
 	if (to) {
 		if (syscall_nr < 0)
 			__sync_fetch_and_add(&to->user_ns, ns);
@@ -734,7 +728,6 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		charge_wait(st, runqueue_ns);
 		st->runnable_since_ns = 0;
 	}
-	COUNT(s, switch_ins, 1);
 	return 0;
 }
 
@@ -785,8 +778,6 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 	st->handoff_conn = waker->conn;
 	st->handoff_pending_depth = waker->handoff_depth + 1;
 	st->handoff_pending = 1;
-	struct target_stats *s = stats_of(*target);
-	COUNT(s, handoffs, 1);
 	return 0;
 }
 
@@ -871,7 +862,6 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 		cut(st, now, true);
 	}
 	st->mode = MODE_SYSCALL;
-	st->syscall_start_ns = now;
 	st->syscall_nr = id;
 	st->read_buf = capture_bytes ? read_buffer(regs, id) : 0;
 	return 0;
@@ -1027,8 +1017,6 @@ static __always_inline void charge_interrupt(struct cpu_state *cpu, __u64 ns, in
 		return;
 	st->interrupted_ns += ns;
 	struct target_stats *s = stats_of(st->target);
-	if (s)
-		s->charged_ns += ns;
 	struct cost *to = destination(st);
 	if (to) {
 		if (softirq_vec >= 0 && softirq_vec < NR_SOFTIRQS)

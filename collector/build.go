@@ -211,7 +211,6 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 	for _, s := range perCPU {
 		sum.UnattributedUserNs += s.UnattributedUserNs
 		sum.UnattributedKernelNs += s.UnattributedKernelNs
-		sum.ChargedNs += s.ChargedNs
 		sum.DroppedNs += s.DroppedNs
 		sum.DroppedRequests += s.DroppedRequests
 		sum.LostRecords += s.LostRecords
@@ -219,10 +218,8 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.LostConns += s.LostConns
 		sum.ThreadsSeen += s.ThreadsSeen
 		sum.StartUnseen += s.StartUnseen
-		sum.SwitchIns += s.SwitchIns
 		sum.BetweenRequestsNs += s.BetweenRequestsNs
 		sum.ChildrenFollowed += s.ChildrenFollowed
-		sum.Handoffs += s.Handoffs
 		sum.RunqueueNs += s.RunqueueNs
 		sum.OffcpuNs += s.OffcpuNs
 	}

@@ -79,7 +79,6 @@ type reqprofTargetStats struct {
 	UnattributedUserNs   uint64
 	UnattributedKernelNs uint64
 	BetweenRequestsNs    uint64
-	ChargedNs            uint64
 	DroppedNs            uint64
 	DroppedRequests      uint64
 	LostRecords          uint64
@@ -87,10 +86,8 @@ type reqprofTargetStats struct {
 	LostConns            uint64
 	ThreadsSeen          uint64
 	StartUnseen          uint64
-	SwitchIns            uint64
 	RunqueueNs           uint64
 	OffcpuNs             uint64
-	Handoffs             uint64
 	ChildrenFollowed     uint64
 }
 
@@ -98,7 +95,6 @@ type reqprofThreadState struct {
 	_                   structs.HostLayout
 	Conn                uint64
 	RunStartNs          uint64
-	SyscallStartNs      uint64
 	HeldNs              uint64
 	SchedAtIn           uint64
 	SliceCutNs          uint64
