@@ -69,13 +69,11 @@ func TestWritesShowInTheWriteRow(t *testing.T) {
 	kernelUs := truth.devNullUs - writes*truth.devNullLoopUserNs/1e3
 	t.Logf("write row: %.1f → %.1f µs per request (+%.1f); server measured its /dev/null writes at %.1f µs, %.1f µs of it outside its loop's user code",
 		causeMeanUs(plain, "syscall:write"), causeMeanUs(writing, "syscall:write"), grew, truth.devNullUs, kernelUs)
-	// The issue asks for 5%. On this VM the row comes out 6% to 14% short
-	// of the server's figure: 20 to 45 ns a syscall are spent outside the
-	// tracepoints beyond the calibrated entry and exit cost, and that is not
-	// yet explained. The bound is where the measurement is; the gap is
-	// reported in the README and the issue stays open.
-	if !within(grew, kernelUs, 0.15) {
-		t.Errorf("write row grew by %.1f µs per request, the server's writes cost %.1f µs: more than 15%% apart", grew, kernelUs)
+	// The per-syscall entry cost is calibrated with the programs as they
+	// run in the window (BPF statistics on): calibrated without them, each
+	// write came out some 40 ns short and the row 6% to 17% low.
+	if !within(grew, kernelUs, 0.05) {
+		t.Errorf("write row grew by %.1f µs per request, the server's writes cost %.1f µs: more than 5%% apart", grew, kernelUs)
 	}
 	if calls := float64(writing.KernelBreakdown["syscall:write"].Calls) / requests; calls != writes+1 {
 		t.Errorf("%.2f write calls per request, want 301 (300 to /dev/null, 1 response)", calls)

@@ -122,6 +122,8 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, err
 	}
 
+	overhead := enableOverheadStats(objs)
+	defer overhead.close()
 	entryNs, err := enableAndCalibrate(objs)
 	if err != nil {
 		return report.Run{}, err
@@ -133,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
 	meta := hostMeta(entryNs)
-	overhead := startOverhead(objs)
+	overhead.start()
 	startNs, err := openWindow(objs, procs, cfg.FollowChildren)
 	if err != nil {
 		return report.Run{}, err
