@@ -32,8 +32,8 @@ func runCalserver(t *testing.T, conns, requests int, args ...string) (report.Tar
 	t.Logf("syscall entry and exit cost: %d ns", w.run.Meta.SyscallEntryNs)
 	stats := srv.stop(t)
 	target := targetOf(t, w.run, srv.pid())
-	if len(target.Requests) != requests || int(stats.Requests) != requests {
-		t.Fatalf("reqprof counted %d requests, server %d, want %d", len(target.Requests), stats.Requests, requests)
+	if target.Finished.Requests != requests || int(stats.Requests) != requests {
+		t.Fatalf("reqprof counted %d requests, server %d, want %d", target.Finished.Requests, stats.Requests, requests)
 	}
 	return target, calserverTruth{cpuUs: stats.MeanCPUMicros(), devNullUs: stats.MeanDevNullCPUMicros(), devNullLoopUserNs: stats.DevNullLoopUserNs}
 }
@@ -52,7 +52,7 @@ func meanUs(requests []report.Request, ns func(report.Request) uint64) float64 {
 }
 
 func causeMeanUs(target report.Target, cause string) float64 {
-	return float64(target.KernelBreakdown[cause].Ns) / float64(len(target.Requests)) / 1e3
+	return float64(target.KernelBreakdown[cause].Ns) / float64(target.Finished.Requests) / 1e3
 }
 
 // TestWritesShowInTheWriteRow: a request that also writes to /dev/null K
@@ -176,8 +176,8 @@ func TestRunQueueWait(t *testing.T) {
 	})
 	srv.stop(t)
 	target := targetOf(t, w.run, srv.pid())
-	if len(target.Requests) != conns*perConn {
-		t.Fatalf("counted %d requests, want %d", len(target.Requests), conns*perConn)
+	if target.Finished.Requests != conns*perConn {
+		t.Fatalf("counted %d requests, want %d", target.Finished.Requests, conns*perConn)
 	}
 	var kernel uint64
 	for tid, delay := range after {

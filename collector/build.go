@@ -19,7 +19,7 @@ const (
 )
 
 // buildRun turns the BPF maps and the decoded records into report types.
-func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta report.Meta, startNs, endNs, malformed uint64) (report.Run, error) {
+func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta report.Meta, startNs, endNs, malformed uint64) (report.Run, error) {
 	targets := make([]report.Target, len(procs))
 	for i, p := range procs {
 		var perCPU []reqprofTargetStats
@@ -32,7 +32,6 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 			Comm:               p.comm,
 			Label:              p.Label,
 			Threads:            int(s.ThreadsSeen),
-			Requests:           p.requests,
 			KernelBreakdown:    p.breakdown,
 			UnfinishedNs:       s.DroppedNs,
 			UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
@@ -82,7 +81,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 			req := requestOf(r)
 			req.Conn = cookie
 			req.Route = names.name(r.Payload[:min(int(r.PayloadLen), len(r.Payload))], r.LocalPort)
-			t.Requests = append(t.Requests, req)
+			procs[r.Target].finished.add(req)
 			addBreakdown(t.KernelBreakdown, &r.Cost)
 		case c.Phase != phaseIdle:
 			t.UnfinishedRequests++
@@ -93,6 +92,11 @@ func buildRun(objs *reqprofObjects, procs []*process, names routeNames, meta rep
 	}
 	if err := iter.Err(); err != nil {
 		return report.Run{}, fmt.Errorf("reading open connections: %w", err)
+	}
+	for i, p := range procs {
+		targets[i].Finished = p.finished.totals
+		targets[i].RouteTotals = p.finished.byRoute
+		targets[i].Requests = p.finished.sample.kept
 	}
 
 	// Time threads were still on a CPU, or held back inside a syscall, when

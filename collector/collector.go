@@ -17,7 +17,6 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
-	"github.com/reqprof/reqprof/collector/route"
 	"github.com/reqprof/reqprof/report"
 )
 
@@ -76,7 +75,7 @@ type process struct {
 	// The kernel's CPU clock is per process, so a target of several has
 	// no single figure to compare with.
 	members   []int
-	requests  []report.Request
+	finished  *finishedRequests
 	breakdown map[string]report.KernelCost
 }
 
@@ -171,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, res.err
 	}
 	for i, p := range procs {
-		p.requests, p.breakdown = res.requests[i], res.breakdown[i]
+		p.finished, p.breakdown = res.finished[i], res.breakdown[i]
 	}
 	run, err := buildRun(objs, procs, res.names, meta, startNs, endNs, res.malformed)
 	run.Overhead = cost
@@ -486,25 +485,20 @@ func refreshListenPorts(ports *ebpf.Map, procs []*process) error {
 }
 
 type consumeResult struct {
-	requests  [][]report.Request // per target index
+	finished  []*finishedRequests // per target index
 	breakdown []map[string]report.KernelCost
-	names     routeNames
+	names     *routeNames
 	malformed uint64
 	err       error
 }
 
-// consume reads finished requests until the reader is flushed. It reuses one
-// record buffer and interns route names: past the growth of the slices,
-// decoding allocates only for a route name not seen before.
+// consume reads finished requests until the reader is flushed. Its memory
+// is bounded however many finish: it keeps totals and a sample of them,
+// reuses one record buffer and interns a bounded number of route names.
+// Once the samples are full, decoding allocates only for a route name not
+// seen before.
 func consume(reader *ringbuf.Reader, targets int) consumeResult {
-	res := consumeResult{
-		requests:  make([][]report.Request, targets),
-		breakdown: make([]map[string]report.KernelCost, targets),
-	}
-	for i := range res.breakdown {
-		res.breakdown[i] = map[string]report.KernelCost{}
-	}
-	res.names = routeNames{}
+	res := newConsumeResult(targets)
 	var rec ringbuf.Record
 	for {
 		// The programs wake the reader only when the buffer fills up, to
@@ -522,24 +516,35 @@ func consume(reader *ringbuf.Reader, targets int) consumeResult {
 			return res
 		}
 		d, err := decodeRecord(rec.RawSample)
-		if err != nil || int(d.target) >= targets || d.flags&recordStartUnseen != 0 {
+		if err != nil {
 			res.malformed++
 			continue
 		}
-		d.request.Route = res.names.name(d.payload, d.localPort)
-		res.requests[d.target] = append(res.requests[d.target], d.request)
-		addBreakdown(res.breakdown[d.target], d.kernel)
+		res.add(d)
 	}
 }
 
-// routeNames names requests and keeps one copy of each name.
-type routeNames map[string]string
-
-func (n routeNames) name(payload []byte, port uint16) string {
-	name := route.Name(payload, port)
-	if interned, ok := n[name]; ok {
-		return interned
+func newConsumeResult(targets int) consumeResult {
+	res := consumeResult{
+		finished:  make([]*finishedRequests, targets),
+		breakdown: make([]map[string]report.KernelCost, targets),
+		names:     newRouteNames(maxRouteNames),
 	}
-	n[name] = name
-	return name
+	for i := range targets {
+		res.finished[i] = newFinishedRequests(maxSampledRequests, uint64(i))
+		res.breakdown[i] = map[string]report.KernelCost{}
+	}
+	return res
+}
+
+// add keeps what is needed of a decoded record; a malformed one, or one
+// of a request whose start the programs did not see, is only counted.
+func (res *consumeResult) add(d decodedRecord) {
+	if int(d.target) >= len(res.finished) || d.flags&recordStartUnseen != 0 {
+		res.malformed++
+		return
+	}
+	d.request.Route = res.names.name(d.payload, d.localPort)
+	res.finished[d.target].add(d.request)
+	addBreakdown(res.breakdown[d.target], d.kernel)
 }

@@ -57,10 +57,10 @@ func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, r
 	if load.Requests != requests || int(truth.Requests) != requests {
 		t.Fatalf("load got %d responses, server served %d, want %d", load.Requests, truth.Requests, requests)
 	}
-	if len(target.Requests) != requests {
-		t.Errorf("reqprof counted %d requests (and %d unfinished), load generator %d", len(target.Requests), target.UnfinishedRequests, requests)
+	if target.Finished.Requests != requests {
+		t.Errorf("reqprof counted %d requests (and %d unfinished), load generator %d", target.Finished.Requests, target.UnfinishedRequests, requests)
 	}
-	got, want := meanCPUUs(target.Requests), truth.MeanCPUMicros()
+	got, want := meanFinishedCPUUs(target), truth.MeanCPUMicros()
 	t.Logf("cpu per request: reqprof %.1f µs, server %.1f µs (%+.2f%%); user %.1f kernel %.1f; unattributed %.1f ms",
 		got, want, 100*(got/want-1), summary.UserUs.Mean, summary.KernelUs.Mean, summary.UnattributedCPUUs/1e3)
 	if !within(got, want, 0.03) {
@@ -94,8 +94,8 @@ func TestNginxUnderWrk(t *testing.T) {
 	var wrkCount int
 	w := profile(t, []int{pid}, func() { wrkCount = runWrk(t, wrkBin, port) })
 	target := targetOf(t, w.run, pid)
-	got := len(target.Requests)
-	t.Logf("nginx: wrk %d requests, reqprof %d (%.1f µs cpu/request), unfinished %d", wrkCount, got, meanCPUUs(target.Requests), target.UnfinishedRequests)
+	got := target.Finished.Requests
+	t.Logf("nginx: wrk %d requests, reqprof %d (%.1f µs cpu/request), unfinished %d", wrkCount, got, meanFinishedCPUUs(target), target.UnfinishedRequests)
 	if wrkCount < 1000 {
 		t.Fatalf("wrk completed only %d requests", wrkCount)
 	}
@@ -119,10 +119,10 @@ func TestPreforkNginxThroughMaster(t *testing.T) {
 		tids[r.TID] = true
 	}
 	t.Logf("pre-fork nginx: wrk %d requests, reqprof %d from %d worker threads, %.1f µs cpu/request; unattributed %.1f%% of %.1f ms",
-		wrkCount, len(target.Requests), len(tids), meanCPUUs(target.Requests),
+		wrkCount, target.Finished.Requests, len(tids), meanFinishedCPUUs(target),
 		100*float64(target.UnattributedNs)/float64(target.ProcessNs()), float64(target.ProcessNs())/1e6)
-	if wrkCount < 1000 || !within(float64(len(target.Requests)), float64(wrkCount), 0.01) {
-		t.Errorf("reqprof counted %d requests, wrk %d: more than 1%% apart", len(target.Requests), wrkCount)
+	if wrkCount < 1000 || !within(float64(target.Finished.Requests), float64(wrkCount), 0.01) {
+		t.Errorf("reqprof counted %d requests, wrk %d: more than 1%% apart", target.Finished.Requests, wrkCount)
 	}
 	if len(tids) != 2 {
 		t.Errorf("requests served by %d threads, want nginx's 2 workers", len(tids))

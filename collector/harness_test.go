@@ -177,6 +177,15 @@ func targetOf(t *testing.T, run report.Run, pid int) report.Target {
 	return report.Target{}
 }
 
+// meanFinishedCPUUs is the mean CPU of every request target finished, from
+// its exact totals: its Requests are only a sample when many finish.
+func meanFinishedCPUUs(target report.Target) float64 {
+	if target.Finished.Requests == 0 {
+		return 0
+	}
+	return float64(target.Finished.CPUNs) / float64(target.Finished.Requests) / 1e3
+}
+
 func meanCPUUs(requests []report.Request) float64 {
 	if len(requests) == 0 {
 		return 0

@@ -386,8 +386,17 @@ func comparisonCells(targets []TargetSummary, c *Comparison) (header []string, r
 	row("requests", func(_ int, t TargetSummary) string { return groupDigits(strconv.Itoa(t.Requests)) })
 	row("req/s", func(_ int, t TargetSummary) string { return tenths(t.RequestsPerS) })
 	row("cpu µs mean", us(func(t TargetSummary) float64 { return t.CPUUs.Mean }))
-	row("cpu µs p50", us(func(t TargetSummary) float64 { return t.CPUUs.P50 }))
-	row("cpu µs p99", us(func(t TargetSummary) float64 { return t.CPUUs.P99 }))
+	// Nor has a target whose sample holds no request percentiles to show.
+	percentileUs := func(get func(TargetSummary) float64) func(int, TargetSummary) string {
+		return func(i int, t TargetSummary) string {
+			if !percentilesKnown(t.SampledRequests) {
+				return "n/a"
+			}
+			return us(get)(i, t)
+		}
+	}
+	row("cpu µs p50", percentileUs(func(t TargetSummary) float64 { return t.CPUUs.P50 }))
+	row("cpu µs p99", percentileUs(func(t TargetSummary) float64 { return t.CPUUs.P99 }))
 	row("user µs mean", us(func(t TargetSummary) float64 { return t.UserUs.Mean }))
 	row("kernel µs mean", us(func(t TargetSummary) float64 { return t.KernelUs.Mean }))
 	// Older summaries have neither latency nor kernel costs: their rows
@@ -412,7 +421,12 @@ func comparisonCells(targets []TargetSummary, c *Comparison) (header []string, r
 			}
 		}
 		row("latency µs mean", latency(func(d Dist) float64 { return d.Mean }))
-		row("latency µs p99", latency(func(d Dist) float64 { return d.P99 }))
+		row("latency µs p99", func(i int, t TargetSummary) string {
+			if !percentilesKnown(t.SampledRequests) {
+				return "n/a"
+			}
+			return latency(func(d Dist) float64 { return d.P99 })(i, t)
+		})
 	}
 	if c == nil {
 		return header, rows, nil

@@ -7,10 +7,13 @@ import (
 
 // Dist summarises one per-request quantity, in µs rounded to 0.1 µs.
 //
-// Percentiles are exact, computed from every value with the nearest-rank
-// method: the p-th percentile of N sorted values is the value at 1-based
-// rank ceil(p/100 × N). It is always one of the observed values, never an
+// Percentiles are computed with the nearest-rank method: the p-th
+// percentile of N sorted values is the value at 1-based rank
+// ceil(p/100 × N). It is always one of the observed values, never an
 // interpolation between two, so a p99 is a request that really happened.
+// They are exact when every request was kept, and of a uniform sample of
+// the requests when the collector kept one (TargetSummary.SampledRequests
+// says so); the mean and max are exact either way.
 type Dist struct {
 	Mean float64 `json:"mean"`
 	P50  float64 `json:"p50"`
@@ -21,22 +24,34 @@ type Dist struct {
 
 // NewDist summarises values given in ns. No values gives the zero Dist.
 func NewDist(valuesNs []uint64) Dist {
-	if len(valuesNs) == 0 {
+	var sum, most uint64
+	for _, v := range valuesNs {
+		sum += v
+		most = max(most, v)
+	}
+	return sampledDist(valuesNs, sum, len(valuesNs), most)
+}
+
+// sampledDist summarises count values given in ns, of which sampleNs are a
+// uniform sample (or all): the mean and max come from their exact sum and
+// largest, the percentiles from the sample. No sample gives percentiles of
+// 0, and no values the zero Dist.
+func sampledDist(sampleNs []uint64, sumNs uint64, count int, maxNs uint64) Dist {
+	if count == 0 {
 		return Dist{}
 	}
-	sorted := slices.Clone(valuesNs)
-	slices.Sort(sorted)
-	var sum uint64
-	for _, v := range sorted {
-		sum += v
+	d := Dist{
+		Mean: roundTenth(float64(sumNs) / float64(count) / 1000),
+		Max:  usFromNs(maxNs),
 	}
-	return Dist{
-		Mean: roundTenth(float64(sum) / float64(len(sorted)) / 1000),
-		P50:  usFromNs(nearestRank(sorted, 50)),
-		P90:  usFromNs(nearestRank(sorted, 90)),
-		P99:  usFromNs(nearestRank(sorted, 99)),
-		Max:  usFromNs(sorted[len(sorted)-1]),
+	if len(sampleNs) > 0 {
+		sorted := slices.Clone(sampleNs)
+		slices.Sort(sorted)
+		d.P50 = usFromNs(nearestRank(sorted, 50))
+		d.P90 = usFromNs(nearestRank(sorted, 90))
+		d.P99 = usFromNs(nearestRank(sorted, 99))
 	}
+	return d
 }
 
 // nearestRank is the percent-th percentile (1 <= percent <= 100) of sorted,

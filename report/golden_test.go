@@ -141,6 +141,58 @@ func twoTargetsPartialRun() Run {
 	}
 }
 
+// sampledRun is a target of 1,000 finished requests of which the collector
+// kept a sample of 142, every seventh: counts, means, maxima and figures
+// per request come from the totals of all 1,000, percentiles and the
+// histogram from the 142. Request i costs i µs of CPU, 70% of it user
+// time. Three requests of a rare route are none of the sample, so its
+// percentiles are unknown.
+func sampledRun() Run {
+	var finished Totals
+	byRoute := map[RouteKey]Totals{}
+	var sample []Request
+	for i := uint64(1); i <= 1000; i++ {
+		route := "GET /items/{id}"
+		switch {
+		case i == 333 || i == 556 || i == 778:
+			route = "GET /rare"
+		case i%2 == 0:
+			route = "POST /items"
+		}
+		start := time.Duration(i) * 10 * time.Millisecond
+		r := Request{
+			Route: route, Port: 8080,
+			Start: start, FirstWrite: start + time.Duration(i)*time.Microsecond, End: start + time.Duration(2*i)*time.Microsecond,
+			UserNs: 700 * i, KernelNs: 300 * i, SyscallNs: 300 * i,
+			RunqueueNs: 100 * i, OffCPUNs: 500 * i,
+			PageFaults: uint32(i % 2), VoluntarySwitches: 1,
+			BytesIn: 100, BytesOut: 200 + i%3,
+		}
+		finished.Add(r)
+		key := RouteKey{Route: r.Route, Port: r.Port}
+		sum := byRoute[key]
+		sum.Add(r)
+		byRoute[key] = sum
+		if i%7 == 0 {
+			sample = append(sample, r)
+		}
+	}
+	return Run{
+		Duration: 10 * time.Second,
+		Targets: []Target{{
+			PID: 515, Comm: "server", Threads: 2,
+			Finished:        finished,
+			RouteTotals:     byRoute,
+			Requests:        sample,
+			KernelBreakdown: map[string]KernelCost{"syscall:write": {Ns: 300 * 500_500, Calls: 1000}},
+			RunqueueNs:      60_000_000,
+			OffCPUNs:        300_000_000,
+			UnattributedNs:  25_000_000,
+			SchedCPUNs:      525_500_000,
+		}},
+	}
+}
+
 func goldenCases() []goldenCase {
 	return []goldenCase{
 		{name: "one_target", run: oneTargetRun()},
@@ -148,6 +200,7 @@ func goldenCases() []goldenCase {
 			summarize: SummarizeOptions{GroupBy: GroupByPort}, table: TableOptions{AllSyscalls: true}},
 		{name: "one_target_no_routes", run: oneTargetRun(), summarize: SummarizeOptions{GroupBy: GroupByNone}},
 		{name: "two_targets_partial", run: twoTargetsPartialRun()},
+		{name: "sampled", run: sampledRun()},
 		{name: "zero_requests", run: Run{
 			Duration: 5 * time.Second,
 			Targets: []Target{{

@@ -114,6 +114,7 @@ type htmlText struct {
 
 type htmlTarget struct {
 	Name, Process, About string
+	Sample               string // says the percentiles and histogram come from a sample, when they do
 	Tables               []htmlTable
 	Histogram            *htmlChart
 	NoHistogram          string // why there is none
@@ -161,6 +162,7 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 			Process: fmt.Sprintf("pid %d (%s)", t.PID, t.Comm),
 			About: fmt.Sprintf("%s %s, %s req/s", groupDigits(strconv.Itoa(t.Requests)),
 				plural(t.Requests, "finished request", "finished requests"), tenths(t.RequestsPerS)),
+			Sample: sampleNote(t, "percentiles and the histogram"),
 		}
 		if t.Requests > 0 {
 			header, rows := distCells(t)
@@ -178,6 +180,8 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 			ht.Histogram = &chart
 		case t.Requests == 0:
 			ht.NoHistogram = "No finished requests to draw."
+		case !percentilesKnown(t.SampledRequests):
+			ht.NoHistogram = "No histogram: the sample holds no request."
 		default:
 			ht.NoHistogram = "No histogram: the summary was written by a reqprof that made none."
 		}
@@ -333,7 +337,8 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 <section class="target">
 <h3>{{.Name}}</h3>
 <p class="about">{{.Process}}: {{.About}}</p>
-{{range .Tables}}<h4>{{.Title}}</h4>
+{{with .Sample}}<p class="about">{{.}}</p>
+{{end}}{{range .Tables}}<h4>{{.Title}}</h4>
 {{template "table" .}}
 {{with .Note}}<p>{{.}}</p>
 {{end}}{{end}}{{with .Histogram}}{{template "chart" .}}{{else}}<p>{{.NoHistogram}}</p>{{end}}

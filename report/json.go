@@ -45,9 +45,10 @@ var (
 // ReadJSON reads a summary written by WriteJSON. It rejects anything that is
 // not one JSON object of that shape: invalid JSON, trailing data, a value of
 // the wrong type, a missing required key, a negative count or duration, a
-// per-request figure no measurement can give, a histogram, routes or
-// comparison that do not fit their targets, or a started_at that is not
-// RFC 3339.
+// per-request figure no measurement can give, more requests sampled than
+// finished, a histogram, routes or comparison that do not fit their
+// targets (a histogram holds the requests sampled), or a started_at that
+// is not RFC 3339.
 func ReadJSON(r io.Reader) (Summary, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -287,13 +288,23 @@ func checkTarget(t TargetSummary, where string) []error {
 			errs = append(errs, fmt.Errorf("%s.lost_breakdown adds up to %d, lost_events is %d", where, sum, t.LostEvents))
 		}
 	}
+	// The histogram and the routes' samples hold the requests sampled:
+	// every finished one, unless sampled_requests says how many.
+	sampled := t.Requests
+	if t.SampledRequests != nil {
+		sampled = *t.SampledRequests
+		if sampled < 0 || sampled > t.Requests {
+			errs = append(errs, fmt.Errorf("%s.sampled_requests is %d, want 0 to requests, %d", where, sampled, t.Requests))
+			return errs
+		}
+	}
 	if t.CPUHistogram != nil {
-		if err := checkHistogram(*t.CPUHistogram, t.Requests); err != nil {
+		if err := checkHistogram(*t.CPUHistogram, sampled); err != nil {
 			errs = append(errs, fmt.Errorf("%s.cpu_histogram: %w", where, err))
 		}
 	}
 	if t.Routes != nil {
-		errs = append(errs, checkRoutes(t.Routes, t.Requests, where+".routes")...)
+		errs = append(errs, checkRoutes(t.Routes, t.Requests, sampled, where+".routes")...)
 	}
 	return errs
 }
@@ -316,10 +327,11 @@ func checkDist(d Dist, where string) error {
 }
 
 // checkRoutes checks that each route's figures are ones a measurement can
-// give, and that their requests add up to the target's.
-func checkRoutes(routes []RouteSummary, requests int, where string) []error {
+// give, that their requests add up to the target's, and their sampled
+// requests (all of a route's, unless it says) to the target's, sampled.
+func checkRoutes(routes []RouteSummary, requests, sampled int, where string) []error {
 	var errs []error
-	left := requests
+	left, sampledLeft := requests, sampled
 	for i, r := range routes {
 		where := fmt.Sprintf("%s[%d]", where, i)
 		// Subtracting, so that counts read from a file cannot overflow a sum.
@@ -328,6 +340,19 @@ func checkRoutes(routes []RouteSummary, requests int, where string) []error {
 			return errs
 		}
 		left -= r.Requests
+		routeSampled := r.Requests
+		if r.SampledRequests != nil {
+			routeSampled = *r.SampledRequests
+			if routeSampled < 0 || routeSampled > r.Requests {
+				errs = append(errs, fmt.Errorf("%s.sampled_requests is %d, want 0 to its requests, %d", where, routeSampled, r.Requests))
+				return errs
+			}
+		}
+		if routeSampled > sampledLeft {
+			errs = append(errs, fmt.Errorf("%s: sampled requests add up to more than the target's, %d", where, sampled))
+			return errs
+		}
+		sampledLeft -= routeSampled
 		for _, d := range []struct {
 			key  string
 			dist Dist
@@ -337,12 +362,14 @@ func checkRoutes(routes []RouteSummary, requests int, where string) []error {
 	}
 	if left != 0 {
 		errs = append(errs, fmt.Errorf("%s: requests add up to %d, want the target's, %d", where, requests-left, requests))
+	} else if sampledLeft != 0 {
+		errs = append(errs, fmt.Errorf("%s: sampled requests add up to %d, want the target's, %d", where, sampled-sampledLeft, sampled))
 	}
 	return errs
 }
 
 // checkHistogram checks that h has a bucket, each between two edges that
-// rise, and counts that add up to the target's requests.
+// rise, and counts that add up to the target's requests (those sampled).
 func checkHistogram(h Histogram, requests int) error {
 	if len(h.Counts) == 0 || len(h.EdgesUs) != len(h.Counts)+1 {
 		return fmt.Errorf("%d edges for %d counts, want one more edge than counts and a count at least", len(h.EdgesUs), len(h.Counts))

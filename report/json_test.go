@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -80,6 +81,7 @@ func FuzzReadJSON(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(minimalSummary))
+	f.Add([]byte(sampledSummary("4", `, "cpu_histogram": {"edges_us": [0, 1], "counts": [4]}`)))
 	f.Add([]byte(`{"duration_s": 1, "targets": null}`))
 	f.Add([]byte(`{"duration_s": 1e400, "targets": []}`))
 	f.Add([]byte(`{"duration_s": 0, "targets": [], "PID": "x"}`))
@@ -122,4 +124,53 @@ func FuzzReadJSON(f *testing.F) {
 			t.Fatalf("WriteJSON of an accepted summary combined with itself: %v", err)
 		}
 	})
+}
+
+// sampledSummary is minimalSummary with 10 requests of which 4 were
+// sampled, its histogram and routes to be filled in.
+func sampledSummary(sampled, rest string) string {
+	return strings.Replace(minimalSummary, `"requests": 0`, `"requests": 10, "sampled_requests": `+sampled+rest, 1)
+}
+
+func TestReadJSONSampled(t *testing.T) {
+	histogram := func(counts string) string {
+		return `, "cpu_histogram": {"edges_us": [0, 1], "counts": [` + counts + `]}`
+	}
+	routes := `, "routes": [
+		{"route": "a", "requests": 6, "sampled_requests": %s, "cpu_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0},
+			"user_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0}, "kernel_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0},
+			"latency_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0}},
+		{"route": "b", "requests": 4, %s "cpu_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0},
+			"user_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0}, "kernel_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0},
+			"latency_us": {"mean": 0, "p50": 0, "p90": 0, "p99": 0, "max": 0}}]`
+	rejects := []struct {
+		name, input, wantErr string
+	}{
+		{"more sampled than requests", sampledSummary("11", ""), "targets[0].sampled_requests is 11, want 0 to requests, 10"},
+		{"negative sampled", sampledSummary("-1", ""), "targets[0].sampled_requests is -1"},
+		{"histogram of every request", sampledSummary("4", histogram("10")), "counts[0] is 10"},
+		{"histogram of too few", sampledSummary("4", histogram("3")), "counts add up to 3, want requests, 4"},
+		{"route sampled beyond its requests", sampledSummary("4", fmt.Sprintf(routes, "7", "")), "routes[0].sampled_requests is 7"},
+		// Route b, with no sampled_requests, had all its 4 sampled.
+		{"routes sampled beyond the target", sampledSummary("4", fmt.Sprintf(routes, "1", "")), "sampled requests add up to more than the target's, 4"},
+		{"routes sampled short of the target", sampledSummary("4", fmt.Sprintf(routes, "1", `"sampled_requests": 2,`)), "sampled requests add up to 3, want the target's, 4"},
+		{"route sampled in an unsampled target", strings.Replace(minimalSummary, `"requests": 0`, `"requests": 10`+fmt.Sprintf(routes, "3", ""), 1),
+			"sampled requests add up to 7, want the target's, 10"},
+	}
+	for _, c := range rejects {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ReadJSON(strings.NewReader(c.input))
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("ReadJSON(%q) error %v, want one containing %q", c.input, err, c.wantErr)
+			}
+		})
+	}
+	accepted := sampledSummary("4", histogram("4")+fmt.Sprintf(routes, "1", `"sampled_requests": 3,`))
+	s, err := ReadJSON(strings.NewReader(accepted))
+	if err != nil {
+		t.Fatalf("ReadJSON(%q): %v", accepted, err)
+	}
+	if got := s.Targets[0]; got.SampledRequests == nil || *got.SampledRequests != 4 || *got.Routes[1].SampledRequests != 3 {
+		t.Errorf("read %+v, want 4 sampled, 3 of route b", got)
+	}
 }

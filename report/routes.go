@@ -32,22 +32,28 @@ func ParseGroupBy(name string) (GroupBy, error) {
 }
 
 // RouteSummary is the finished requests of one route (or port), with
-// figures as their target's.
+// figures as their target's. SampledRequests is set when its percentiles
+// come from fewer of its requests than Requests, as a target's: it can be
+// 0, for a route none of whose requests the sample holds, whose
+// percentiles are then unknown and read 0.
 type RouteSummary struct {
-	Route     string `json:"route"`
-	Requests  int    `json:"requests"`
-	CPUUs     Dist   `json:"cpu_us"`
-	UserUs    Dist   `json:"user_us"`
-	KernelUs  Dist   `json:"kernel_us"`
-	LatencyUs Dist   `json:"latency_us"`
+	Route           string `json:"route"`
+	Requests        int    `json:"requests"`
+	SampledRequests *int   `json:"sampled_requests,omitempty"`
+	CPUUs           Dist   `json:"cpu_us"`
+	UserUs          Dist   `json:"user_us"`
+	KernelUs        Dist   `json:"kernel_us"`
+	LatencyUs       Dist   `json:"latency_us"`
 }
 
 // Route names come from what clients sent, so a target can have as many
 // routes as requests. A summary keeps the maxRoutes-1 most asked for and
-// folds the rest into one route named otherRoutes, always last.
+// folds the rest into one route named OtherRoutes, always last. The
+// collector names its own fold the same: requests it stopped naming past
+// its bound on distinct names join the same route here.
 const (
 	maxRoutes   = 200
-	otherRoutes = "(other)"
+	OtherRoutes = "(other)"
 )
 
 // Names of requests the collector could not name.
@@ -56,69 +62,112 @@ const (
 	unknownPort  = "(unknown port)"
 )
 
-func routeName(r Request, by GroupBy) string {
+func routeName(key RouteKey, by GroupBy) string {
 	if by == GroupByPort {
-		if r.Port == 0 {
+		if key.Port == 0 {
 			return unknownPort
 		}
-		return ":" + strconv.Itoa(int(r.Port))
+		return ":" + strconv.Itoa(int(key.Port))
 	}
-	if r.Route == "" {
+	if key.Route == "" {
 		return unnamedRoute
 	}
-	return r.Route
+	return key.Route
 }
 
-// groupRoutes summarizes reqs by route, most requests first and ties by
-// name; nil for no requests or no grouping.
+// groupRoutes summarizes reqs, every request of a target, by route; as
+// groupSampledRoutes.
 func groupRoutes(reqs []Request, by GroupBy) []RouteSummary {
-	if by == GroupByNone || len(reqs) == 0 {
+	return groupSampledRoutes(routeTotalsOf(reqs), reqs, by)
+}
+
+// routeGroup is one route of a summary: the totals of its requests, and
+// the indices of those in the sample.
+type routeGroup struct {
+	totals  Totals
+	sampled []int // indices rather than copies: a sample can hold many requests
+}
+
+// groupSampledRoutes summarizes a target's requests by route, most
+// requests first and ties by name: counts and means from totals, per
+// route name and port, percentiles from sample, a uniform sample of the
+// requests totals count. Nil for no requests or no grouping.
+func groupSampledRoutes(totals map[RouteKey]Totals, sample []Request, by GroupBy) []RouteSummary {
+	if by == GroupByNone || len(totals) == 0 {
 		return nil
 	}
-	// Indices rather than copies: a window can hold millions of requests.
-	byName := map[string][]int{}
-	for i, r := range reqs {
-		name := routeName(r, by)
-		byName[name] = append(byName[name], i)
-	}
-	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int {
-		return cmp.Or(cmp.Compare(len(byName[b]), len(byName[a])), strings.Compare(a, b))
-	})
-	var folded []int
-	if len(names) > maxRoutes {
-		for _, name := range names[maxRoutes-1:] {
-			folded = append(folded, byName[name]...)
+	byName := map[string]*routeGroup{}
+	group := func(key RouteKey) *routeGroup {
+		name := routeName(key, by)
+		g := byName[name]
+		if g == nil {
+			g = &routeGroup{}
+			byName[name] = g
 		}
-		names = names[:maxRoutes-1]
+		return g
+	}
+	for key, sum := range totals {
+		group(key).totals.Merge(sum)
+	}
+	for i, r := range sample {
+		// A sampled request is one of those counted: a name with no
+		// totals can only come from a Target built inconsistently.
+		if g := byName[routeName(RouteKey{Route: r.Route, Port: r.Port}, by)]; g != nil {
+			g.sampled = append(g.sampled, i)
+		}
+	}
+	// The collector's fold is always folded here too, so that one route
+	// holds every request not named.
+	other := byName[OtherRoutes]
+	delete(byName, OtherRoutes)
+	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int {
+		return cmp.Or(cmp.Compare(byName[b].totals.Requests, byName[a].totals.Requests), strings.Compare(a, b))
+	})
+	if other != nil || len(names) > maxRoutes {
+		if other == nil {
+			other = &routeGroup{}
+		}
+		if kept := maxRoutes - 1; len(names) > kept {
+			for _, name := range names[kept:] {
+				other.totals.Merge(byName[name].totals)
+				other.sampled = append(other.sampled, byName[name].sampled...)
+			}
+			names = names[:kept]
+		}
 	}
 	routes := make([]RouteSummary, 0, len(names)+1)
 	for _, name := range names {
-		routes = append(routes, summarizeRoute(name, reqs, byName[name]))
+		routes = append(routes, summarizeRoute(name, byName[name], sample))
 	}
-	if folded != nil {
-		routes = append(routes, summarizeRoute(otherRoutes, reqs, folded))
+	if other != nil {
+		routes = append(routes, summarizeRoute(OtherRoutes, other, sample))
 	}
 	return routes
 }
 
-// summarizeRoute summarizes the requests of reqs at indices as route name.
-func summarizeRoute(name string, reqs []Request, indices []int) RouteSummary {
-	cpu := make([]uint64, len(indices))
-	user := make([]uint64, len(indices))
-	kernel := make([]uint64, len(indices))
-	latency := make([]uint64, len(indices))
-	for i, at := range indices {
-		r := reqs[at]
+// summarizeRoute summarizes the requests of g as route name.
+func summarizeRoute(name string, g *routeGroup, sample []Request) RouteSummary {
+	cpu := make([]uint64, len(g.sampled))
+	user := make([]uint64, len(g.sampled))
+	kernel := make([]uint64, len(g.sampled))
+	latency := make([]uint64, len(g.sampled))
+	for i, at := range g.sampled {
+		r := sample[at]
 		cpu[i], user[i], kernel[i], latency[i] = r.CPUNs(), r.UserNs, r.KernelNs, r.LatencyNs()
 	}
-	return RouteSummary{
+	t := g.totals
+	route := RouteSummary{
 		Route:     name,
-		Requests:  len(indices),
-		CPUUs:     NewDist(cpu),
-		UserUs:    NewDist(user),
-		KernelUs:  NewDist(kernel),
-		LatencyUs: NewDist(latency),
+		Requests:  t.Requests,
+		CPUUs:     sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
+		UserUs:    sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
+		KernelUs:  sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
+		LatencyUs: sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
 	}
+	if len(g.sampled) < t.Requests {
+		route.SampledRequests = new(len(g.sampled))
+	}
+	return route
 }
 
 // A route table shows at most maxRouteRows rows, the last of them the
@@ -141,11 +190,12 @@ func routeCells(t TargetSummary) (header []string, rows [][]string) {
 		shown, folded = t.Routes[:maxRouteRows-1], t.Routes[maxRouteRows-1:]
 	}
 	for _, r := range shown {
+		known := percentilesKnown(r.SampledRequests)
 		rows = append(rows, []string{
 			shorten(r.Route, maxRouteNameRunes), groupDigits(strconv.Itoa(r.Requests)), requestShare(r.Requests, t.Requests),
-			tenths(r.CPUUs.Mean), tenths(r.CPUUs.P50), tenths(r.CPUUs.P99),
+			tenths(r.CPUUs.Mean), percentile(r.CPUUs.P50, known), percentile(r.CPUUs.P99, known),
 			tenths(r.UserUs.Mean), tenths(r.KernelUs.Mean),
-			tenths(r.LatencyUs.Mean), tenths(r.LatencyUs.P99),
+			tenths(r.LatencyUs.Mean), percentile(r.LatencyUs.P99, known),
 		})
 	}
 	if folded != nil {
@@ -178,6 +228,18 @@ func foldedRouteCells(routes []RouteSummary, targetRequests int) []string {
 		fmt.Sprintf("%d more routes", len(routes)), groupDigits(strconv.Itoa(count)), requestShare(count, targetRequests),
 		mean(cpu), "", "", mean(user), mean(kernel), mean(latency), "",
 	}
+}
+
+// percentilesKnown says whether a summary's percentiles were taken from
+// any request: not when its sample holds none of them.
+func percentilesKnown(sampled *int) bool { return sampled == nil || *sampled > 0 }
+
+// percentile is the cell of a percentile: empty when unknown.
+func percentile(us float64, known bool) string {
+	if !known {
+		return ""
+	}
+	return tenths(us)
 }
 
 // requestShare is part of whole as a percentage: "12.5%".

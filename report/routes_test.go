@@ -83,8 +83,8 @@ func TestGroupRoutesBounded(t *testing.T) {
 	}
 	other := routes[len(routes)-1]
 	// 199 routes kept by name order: /item/000 .. /item/198; 51 folded.
-	if other.Route != otherRoutes || other.Requests != distinct-(maxRoutes-1) {
-		t.Errorf("last route %q of %d requests, want %q of %d", other.Route, other.Requests, otherRoutes, distinct-(maxRoutes-1))
+	if other.Route != OtherRoutes || other.Requests != distinct-(maxRoutes-1) {
+		t.Errorf("last route %q of %d requests, want %q of %d", other.Route, other.Requests, OtherRoutes, distinct-(maxRoutes-1))
 	}
 	if want := (Dist{Mean: 225, P50: 225, P90: 245, P99: 250, Max: 250}); other.CPUUs != want {
 		t.Errorf("folded routes' CPU %+v, want %+v: the 200 .. 250 µs of routes 199 .. 249", other.CPUUs, want)
@@ -126,5 +126,30 @@ func TestRouteCellsShortenNames(t *testing.T) {
 	_, rows := routeCells(TargetSummary{Requests: 1, Routes: []RouteSummary{{Route: long, Requests: 1}}})
 	if name := []rune(rows[0][0]); len(name) != maxRouteNameRunes || name[len(name)-1] != '…' {
 		t.Errorf("route shown as %q, want %d runes ending in …", rows[0][0], maxRouteNameRunes)
+	}
+}
+
+// Requests the collector named OtherRoutes, past its own bound on names,
+// are one route with those the summary folds, last however many they are.
+func TestGroupRoutesKeepsTheCollectorsFoldLast(t *testing.T) {
+	var reqs []Request
+	for range 5 {
+		reqs = append(reqs, Request{Route: OtherRoutes, Port: 80, UserNs: 9000})
+	}
+	reqs = append(reqs, Request{Route: "GET /a", Port: 80, UserNs: 1000}, Request{Route: "GET /a", Port: 80, UserNs: 1000})
+	if got, want := routeCounts(groupRoutes(reqs, GroupByRoute)), []string{"GET /a 2", OtherRoutes + " 5"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("routes %q, want %q", got, want)
+	}
+
+	// With as many named routes as a summary shows, the last of them is
+	// folded in with the collector's.
+	for i := range maxRoutes {
+		reqs = append(reqs, Request{Route: fmt.Sprintf("GET /item/%03d", i), Port: 80, UserNs: 1000})
+	}
+	routes := groupRoutes(reqs, GroupByRoute)
+	other := routes[len(routes)-1]
+	if len(routes) != maxRoutes || other.Route != OtherRoutes || other.Requests != 5+2 {
+		t.Errorf("%d routes, the last %q of %d requests; want %d, %q of the collector's 5 and 2 folded",
+			len(routes), other.Route, other.Requests, maxRoutes, OtherRoutes)
 	}
 }

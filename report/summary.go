@@ -53,6 +53,11 @@ type TargetSummary struct {
 
 	Requests     int     `json:"requests"`
 	RequestsPerS float64 `json:"requests_per_s"`
+	// SampledRequests is how many of the finished requests the percentiles
+	// and the histogram were taken from, a uniform random sample; absent
+	// when they were taken from every one. Counts, means, maxima and
+	// figures per request are exact either way.
+	SampledRequests *int `json:"sampled_requests,omitempty"`
 
 	// Per finished request. Each distribution is taken on its own, so the
 	// p50 of CPUUs is in general not P50 of UserUs plus P50 of KernelUs.
@@ -60,6 +65,7 @@ type TargetSummary struct {
 	UserUs   Dist `json:"user_us"`
 	KernelUs Dist `json:"kernel_us"`
 	// CPUHistogram is the shape of CPUUs; absent when no request finished.
+	// Its counts add up to SampledRequests when set, else to Requests.
 	CPUHistogram *Histogram `json:"cpu_histogram,omitempty"`
 
 	// Waiting and wall time per finished request. Each of these, down to
@@ -196,7 +202,7 @@ func summarizeOverhead(run Run) *OverheadSummary {
 	}
 	requests := 0
 	for _, t := range run.Targets {
-		requests += len(t.Requests)
+		requests += t.totals().Requests
 	}
 	if requests > 0 {
 		perRequest := roundTenth(float64(o.BPFNs) / float64(requests))
@@ -206,16 +212,19 @@ func summarizeOverhead(run Run) *OverheadSummary {
 }
 
 func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) TargetSummary {
-	n := len(t.Requests)
-	cpu := make([]uint64, n)
-	user := make([]uint64, n)
-	kernel := make([]uint64, n)
-	runqueue := make([]uint64, n)
-	offCPU := make([]uint64, n)
-	latency := make([]uint64, n)
-	firstByte := make([]uint64, n)
-	var bytesIn, bytesOut, pageFaults, voluntary, involuntary uint64
-	for i, r := range t.Requests {
+	totals := t.totals()
+	n := totals.Requests
+	// Percentiles and the histogram come from the sample; everything else
+	// from the exact totals.
+	sample := t.Requests
+	cpu := make([]uint64, len(sample))
+	user := make([]uint64, len(sample))
+	kernel := make([]uint64, len(sample))
+	runqueue := make([]uint64, len(sample))
+	offCPU := make([]uint64, len(sample))
+	latency := make([]uint64, len(sample))
+	firstByte := make([]uint64, len(sample))
+	for i, r := range sample {
 		cpu[i] = r.CPUNs()
 		user[i] = r.UserNs
 		kernel[i] = r.KernelNs
@@ -223,11 +232,6 @@ func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) Targ
 		offCPU[i] = r.OffCPUNs
 		latency[i] = r.LatencyNs()
 		firstByte[i] = r.FirstByteNs()
-		bytesIn += r.BytesIn
-		bytesOut += r.BytesOut
-		pageFaults += uint64(r.PageFaults)
-		voluntary += uint64(r.VoluntarySwitches)
-		involuntary += uint64(r.InvoluntarySwitches)
 	}
 
 	ts := TargetSummary{
@@ -238,9 +242,9 @@ func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) Targ
 
 		Requests: n,
 
-		CPUUs:    NewDist(cpu),
-		UserUs:   NewDist(user),
-		KernelUs: NewDist(kernel),
+		CPUUs:    sampledDist(cpu, totals.CPUNs, n, totals.MaxCPUNs),
+		UserUs:   sampledDist(user, totals.UserNs, n, totals.MaxUserNs),
+		KernelUs: sampledDist(kernel, totals.KernelNs, n, totals.MaxKernelNs),
 
 		CPUHistogram: newHistogram(cpu),
 
@@ -261,18 +265,21 @@ func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) Targ
 
 		Warnings: warnings(t),
 	}
+	if len(sample) < n {
+		ts.SampledRequests = new(len(sample))
+	}
 	if n > 0 {
 		perRequest := func(sum uint64) float64 { return roundTenth(float64(sum) / float64(n)) }
-		ts.RunqueueUs = new(NewDist(runqueue))
-		ts.OffCPUUs = new(NewDist(offCPU))
-		ts.LatencyUs = new(NewDist(latency))
-		ts.FirstByteUs = new(NewDist(firstByte))
-		ts.PageFaultsPerRequest = new(perRequest(pageFaults))
-		ts.CtxSwitchesPerRequest = &CtxSwitches{Voluntary: perRequest(voluntary), Involuntary: perRequest(involuntary)}
+		ts.RunqueueUs = new(sampledDist(runqueue, totals.RunqueueNs, n, totals.MaxRunqueueNs))
+		ts.OffCPUUs = new(sampledDist(offCPU, totals.OffCPUNs, n, totals.MaxOffCPUNs))
+		ts.LatencyUs = new(sampledDist(latency, totals.LatencyNs, n, totals.MaxLatencyNs))
+		ts.FirstByteUs = new(sampledDist(firstByte, totals.FirstByteNs, n, totals.MaxFirstByteNs))
+		ts.PageFaultsPerRequest = new(perRequest(totals.PageFaults))
+		ts.CtxSwitchesPerRequest = &CtxSwitches{Voluntary: perRequest(totals.VoluntarySwitches), Involuntary: perRequest(totals.InvoluntarySwitches)}
 		ts.KernelBreakdownUs, ts.KernelBreakdownCalls = breakdownPerRequest(t.KernelBreakdown, n)
-		ts.Routes = groupRoutes(t.Requests, opts.GroupBy)
-		ts.BytesInPerRequest = perRequest(bytesIn)
-		ts.BytesOutPerRequest = perRequest(bytesOut)
+		ts.Routes = groupSampledRoutes(t.routeTotals(), sample, opts.GroupBy)
+		ts.BytesInPerRequest = perRequest(totals.BytesIn)
+		ts.BytesOutPerRequest = perRequest(totals.BytesOut)
 	}
 	if window > 0 {
 		ts.RequestsPerS = roundTenth(float64(n) / window.Seconds())

@@ -156,3 +156,139 @@ func TestWarningsInOrder(t *testing.T) {
 		}
 	}
 }
+
+// A sampled target's counts, means, maxima and figures per request are
+// those of every finished request; its percentiles and histogram those of
+// the sample, which tells because they differ from every request's.
+func TestSummarizeSampled(t *testing.T) {
+	run := sampledRun()
+	target := run.Targets[0]
+	got := Summarize(run).Targets[0]
+
+	if got.Requests != 1000 || got.RequestsPerS != 100 {
+		t.Errorf("%d requests, %v req/s; want the 1,000 that finished, 100 req/s", got.Requests, got.RequestsPerS)
+	}
+	if got.SampledRequests == nil || *got.SampledRequests != len(target.Requests) {
+		t.Fatalf("sampled requests %v, want %d", got.SampledRequests, len(target.Requests))
+	}
+	// Every request: i µs for i in 1 .. 1000.
+	if got.CPUUs.Mean != 500.5 || got.CPUUs.Max != 1000 {
+		t.Errorf("cpu mean %v max %v, want every request's 500.5 and 1000", got.CPUUs.Mean, got.CPUUs.Max)
+	}
+	// The sample: 7, 14, ... 994 µs; ranks 71, 128 and 141 of 142.
+	if got.CPUUs.P50 != 497 || got.CPUUs.P90 != 896 || got.CPUUs.P99 != 987 {
+		t.Errorf("cpu percentiles %+v, want the sample's 497, 896, 987", got.CPUUs)
+	}
+	var sampleMean float64
+	for _, r := range target.Requests {
+		sampleMean += float64(r.CPUNs()) / 1000 / float64(len(target.Requests))
+	}
+	if sampleMean == got.CPUUs.Mean {
+		t.Fatalf("the sample's mean is every request's: the test cannot tell them apart")
+	}
+	var histogramCount int
+	for _, n := range got.CPUHistogram.Counts {
+		histogramCount += n
+	}
+	if histogramCount != len(target.Requests) {
+		t.Errorf("histogram of %d requests, want the sample's %d", histogramCount, len(target.Requests))
+	}
+	// 0.5 faults and 201 bytes out per request, over all 1,000.
+	if *got.PageFaultsPerRequest != 0.5 || got.BytesOutPerRequest != 201 || got.KernelBreakdownUs["syscall:write"] != 150.2 {
+		t.Errorf("per request: %v faults, %v bytes out, %v µs write; want 0.5, 201, 150.2",
+			*got.PageFaultsPerRequest, got.BytesOutPerRequest, got.KernelBreakdownUs["syscall:write"])
+	}
+	if got.AttributedCPUUs != 500_500 {
+		t.Errorf("attributed %v µs, want every request's 500,500", got.AttributedCPUUs)
+	}
+
+	if len(got.Routes) != 3 {
+		t.Fatalf("routes %q, want 3", routeCounts(got.Routes))
+	}
+	var routeRequests, routeSampled int
+	for _, r := range got.Routes {
+		routeRequests += r.Requests
+		if r.SampledRequests == nil {
+			t.Fatalf("route %q has no sampled_requests in a sampled target", r.Route)
+		}
+		routeSampled += *r.SampledRequests
+	}
+	if routeRequests != 1000 || routeSampled != len(target.Requests) {
+		t.Errorf("routes hold %d requests, %d sampled; want 1000 and %d", routeRequests, routeSampled, len(target.Requests))
+	}
+	// Requests 333, 556 and 778: none a multiple of 7.
+	rare := got.Routes[2]
+	if rare.Route != "GET /rare" || rare.Requests != 3 || *rare.SampledRequests != 0 ||
+		rare.CPUUs != (Dist{Mean: 555.7, Max: 778}) {
+		t.Errorf("rare route %+v: want 3 requests, none sampled, mean 555.7 and max 778 µs, no percentiles", rare)
+	}
+}
+
+// A target whose sample holds every request says nothing of a sample, and
+// sums the same as one built with its requests alone.
+func TestSummarizeTotalsWithFullSample(t *testing.T) {
+	built := oneTargetRun()
+	withTotals := oneTargetRun()
+	target := &withTotals.Targets[0]
+	target.RouteTotals = map[RouteKey]Totals{}
+	for _, r := range target.Requests {
+		target.Finished.Add(r)
+		sum := target.RouteTotals[RouteKey{r.Route, r.Port}]
+		sum.Add(r)
+		target.RouteTotals[RouteKey{r.Route, r.Port}] = sum
+	}
+	got, want := Summarize(withTotals), Summarize(built)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with totals %+v\nwithout   %+v", got, want)
+	}
+	if got.Targets[0].SampledRequests != nil {
+		t.Errorf("sampled requests %d of a full sample, want none said", *got.Targets[0].SampledRequests)
+	}
+}
+
+// The exact count, not the sample's, divides BPF time per request.
+func TestOverheadPerRequestOfSampledRun(t *testing.T) {
+	run := sampledRun()
+	run.Overhead = Overhead{Measured: true, BPFNs: 5_000_000, BPFRuns: 10_000}
+	if got := Summarize(run).Overhead.BPFNsPerRequest; got == nil || *got != 5000 {
+		t.Errorf("BPF ns per request %v, want 5,000 ns over 1,000 requests", got)
+	}
+}
+
+// Tables and pages say when percentiles come from a sample, and show none
+// where the sample held none.
+func TestSampleSaid(t *testing.T) {
+	s := Summarize(sampledRun())
+	var table, page bytes.Buffer
+	if err := WriteTable(&table, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(&page, s); err != nil {
+		t.Fatal(err)
+	}
+	if want := "percentiles from a uniform sample of 142 of 1,000 requests\n"; !strings.Contains(table.String(), want) {
+		t.Errorf("table says nothing of its sample, want %q in:\n%s", want, table.String())
+	}
+	if want := "percentiles and the histogram from a uniform sample of 142 of 1,000 requests"; !strings.Contains(page.String(), want) {
+		t.Errorf("page says nothing of its sample, want %q", want)
+	}
+	var unsampled bytes.Buffer
+	if err := WriteTable(&unsampled, Summarize(oneTargetRun())); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(unsampled.String(), "sample") {
+		t.Errorf("a table of every request speaks of a sample:\n%s", unsampled.String())
+	}
+
+	// A hand-built target whose sample is empty has no percentiles.
+	run := sampledRun()
+	run.Targets[0].Requests = nil
+	empty := Summarize(run).Targets[0]
+	header, rows := distCells(empty)
+	if header[2] != "p50" || rows[0][2] != "" || rows[0][1] != "500.5" {
+		t.Errorf("cpu row %q of no sample, want the mean and no p50", rows[0])
+	}
+	if empty.CPUHistogram != nil {
+		t.Errorf("histogram %+v of no sample, want none", empty.CPUHistogram)
+	}
+}

@@ -105,6 +105,9 @@ func writeRequestFigures(b *bytes.Buffer, t TargetSummary, syscallEntryNs uint64
 	if err := writeTextTable(b, header, rows, numbersAlign(len(header))); err != nil {
 		return err
 	}
+	if line := sampleNote(t, "percentiles"); line != "" {
+		b.WriteString(line + "\n")
+	}
 	if line := timeSplit(t); line != "" {
 		b.WriteString(line + "\n")
 	}
@@ -131,10 +134,11 @@ func writeRequestFigures(b *bytes.Buffer, t TargetSummary, syscallEntryNs uint64
 // distCells lays out t's distributions per finished request as the cells
 // of a table with a row each, for the terminal and the page alike.
 func distCells(t TargetSummary) (header []string, rows [][]string) {
+	known := percentilesKnown(t.SampledRequests)
 	rows = [][]string{
-		distRow("cpu", t.CPUUs),
-		distRow("user", t.UserUs),
-		distRow("kernel", t.KernelUs),
+		distRow("cpu", t.CPUUs, known),
+		distRow("user", t.UserUs, known),
+		distRow("kernel", t.KernelUs, known),
 	}
 	for _, d := range []struct {
 		name string
@@ -143,7 +147,7 @@ func distCells(t TargetSummary) (header []string, rows [][]string) {
 		{"run-queue", t.RunqueueUs}, {"blocked", t.OffCPUUs}, {"first byte", t.FirstByteUs}, {"latency", t.LatencyUs},
 	} {
 		if d.dist != nil {
-			rows = append(rows, distRow(d.name, *d.dist))
+			rows = append(rows, distRow(d.name, *d.dist, known))
 		}
 	}
 	return []string{"µs", "mean", "p50", "p90", "p99", "max"}, rows
@@ -183,8 +187,20 @@ func timeSplit(t TargetSummary) string {
 	return "where the time went: " + strings.Join(shares, " + ") + " of " + tenths(latency) + " µs mean latency"
 }
 
-func distRow(name string, d Dist) []string {
-	return []string{name, tenths(d.Mean), tenths(d.P50), tenths(d.P90), tenths(d.P99), tenths(d.Max)}
+func distRow(name string, d Dist, known bool) []string {
+	return []string{name, tenths(d.Mean), percentile(d.P50, known), percentile(d.P90, known), percentile(d.P99, known), tenths(d.Max)}
+}
+
+// sampleNote says that what (the percentiles, say) come from a sample of
+// t's requests, and how large; "" when they come from every request, or
+// there were none.
+func sampleNote(t TargetSummary, what string) string {
+	if t.SampledRequests == nil || t.Requests == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s from a uniform sample of %s of %s %s", what,
+		groupDigits(strconv.Itoa(*t.SampledRequests)), groupDigits(strconv.Itoa(t.Requests)),
+		plural(t.Requests, "request", "requests"))
 }
 
 // ms formats a µs figure as ms.

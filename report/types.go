@@ -67,7 +67,17 @@ type Target struct {
 	Label   string // user's name for it (--pid 111=rust-sdk); empty if none
 	Threads int    // threads seen on a CPU during the window
 
-	Requests []Request // finished inside the window
+	// Finished sums every request that finished inside the window, and
+	// RouteTotals the same per route name and port, so that counts, means
+	// and maxima stay exact however many requests there were.
+	Finished    Totals
+	RouteTotals map[RouteKey]Totals
+	// Requests are a uniform random sample of the finished requests: all
+	// of them unless more than the collector's cap finished. The
+	// percentiles and the CPU histogram come from them. A Target built
+	// with Requests alone (Finished.Requests == 0) has its totals worked
+	// out from them.
+	Requests []Request
 
 	// KernelBreakdown sums the finished requests' kernel time by cause.
 	KernelBreakdown map[string]KernelCost
@@ -105,12 +115,128 @@ type Target struct {
 }
 
 // AttributedNs is CPU charged to any request, finished or not.
-func (t Target) AttributedNs() uint64 {
-	var sum uint64
-	for _, r := range t.Requests {
-		sum += r.CPUNs()
+func (t Target) AttributedNs() uint64 { return t.totals().CPUNs + t.UnfinishedNs }
+
+// totals are t.Finished, or when that is unset, the totals of t.Requests:
+// a Target built by hand may hold every request and no totals.
+func (t Target) totals() Totals {
+	if t.Finished.Requests > 0 {
+		return t.Finished
 	}
-	return sum + t.UnfinishedNs
+	var sum Totals
+	for _, r := range t.Requests {
+		sum.Add(r)
+	}
+	return sum
+}
+
+// routeTotals are t.RouteTotals, or when t.Finished is unset, the totals
+// of t.Requests per route, as for totals.
+func (t Target) routeTotals() map[RouteKey]Totals {
+	if t.Finished.Requests > 0 {
+		return t.RouteTotals
+	}
+	return routeTotalsOf(t.Requests)
+}
+
+// routeTotalsOf sums reqs per route name and port.
+func routeTotalsOf(reqs []Request) map[RouteKey]Totals {
+	byRoute := map[RouteKey]Totals{}
+	for _, r := range reqs {
+		key := RouteKey{Route: r.Route, Port: r.Port}
+		sum := byRoute[key]
+		sum.Add(r)
+		byRoute[key] = sum
+	}
+	return byRoute
+}
+
+// Totals are exact sums over every finished request, kept as requests
+// finish, so that counts and means stay exact when only a sample of the
+// requests themselves is kept. Each Max is the largest of one request's
+// figure, as the distributions show it.
+type Totals struct {
+	Requests int
+
+	CPUNs       uint64
+	UserNs      uint64
+	KernelNs    uint64
+	RunqueueNs  uint64
+	OffCPUNs    uint64
+	LatencyNs   uint64
+	FirstByteNs uint64
+
+	BytesIn             uint64
+	BytesOut            uint64
+	PageFaults          uint64
+	VoluntarySwitches   uint64
+	InvoluntarySwitches uint64
+
+	MaxCPUNs       uint64
+	MaxUserNs      uint64
+	MaxKernelNs    uint64
+	MaxRunqueueNs  uint64
+	MaxOffCPUNs    uint64
+	MaxLatencyNs   uint64
+	MaxFirstByteNs uint64
+}
+
+// Add counts one finished request. It allocates nothing: the collector
+// calls it for every request.
+func (t *Totals) Add(r Request) {
+	cpu, latency, firstByte := r.CPUNs(), r.LatencyNs(), r.FirstByteNs()
+	t.Requests++
+	t.CPUNs += cpu
+	t.UserNs += r.UserNs
+	t.KernelNs += r.KernelNs
+	t.RunqueueNs += r.RunqueueNs
+	t.OffCPUNs += r.OffCPUNs
+	t.LatencyNs += latency
+	t.FirstByteNs += firstByte
+	t.BytesIn += r.BytesIn
+	t.BytesOut += r.BytesOut
+	t.PageFaults += uint64(r.PageFaults)
+	t.VoluntarySwitches += uint64(r.VoluntarySwitches)
+	t.InvoluntarySwitches += uint64(r.InvoluntarySwitches)
+	t.MaxCPUNs = max(t.MaxCPUNs, cpu)
+	t.MaxUserNs = max(t.MaxUserNs, r.UserNs)
+	t.MaxKernelNs = max(t.MaxKernelNs, r.KernelNs)
+	t.MaxRunqueueNs = max(t.MaxRunqueueNs, r.RunqueueNs)
+	t.MaxOffCPUNs = max(t.MaxOffCPUNs, r.OffCPUNs)
+	t.MaxLatencyNs = max(t.MaxLatencyNs, latency)
+	t.MaxFirstByteNs = max(t.MaxFirstByteNs, firstByte)
+}
+
+// Merge adds the requests o counts, as if each had been added here.
+func (t *Totals) Merge(o Totals) {
+	t.Requests += o.Requests
+	t.CPUNs += o.CPUNs
+	t.UserNs += o.UserNs
+	t.KernelNs += o.KernelNs
+	t.RunqueueNs += o.RunqueueNs
+	t.OffCPUNs += o.OffCPUNs
+	t.LatencyNs += o.LatencyNs
+	t.FirstByteNs += o.FirstByteNs
+	t.BytesIn += o.BytesIn
+	t.BytesOut += o.BytesOut
+	t.PageFaults += o.PageFaults
+	t.VoluntarySwitches += o.VoluntarySwitches
+	t.InvoluntarySwitches += o.InvoluntarySwitches
+	t.MaxCPUNs = max(t.MaxCPUNs, o.MaxCPUNs)
+	t.MaxUserNs = max(t.MaxUserNs, o.MaxUserNs)
+	t.MaxKernelNs = max(t.MaxKernelNs, o.MaxKernelNs)
+	t.MaxRunqueueNs = max(t.MaxRunqueueNs, o.MaxRunqueueNs)
+	t.MaxOffCPUNs = max(t.MaxOffCPUNs, o.MaxOffCPUNs)
+	t.MaxLatencyNs = max(t.MaxLatencyNs, o.MaxLatencyNs)
+	t.MaxFirstByteNs = max(t.MaxFirstByteNs, o.MaxFirstByteNs)
+}
+
+// RouteKey is what a request is grouped by: its route name and the local
+// port it came in on. Totals per RouteKey merge into those of any
+// grouping (by route, by port).
+type RouteKey struct {
+	Route string
+	Port  uint16
 }
 
 // ProcessNs is all CPU reqprof saw the target's threads use.
