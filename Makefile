@@ -45,9 +45,13 @@ vet:
 	$(GO) vet ./... ./testdata/calserver/... ./testdata/loadgen/... ./testdata/gohttp/... ./testdata/nginxconf/...
 
 # The test command of the README and of CI. BPF tests need root; under
-# CI=true they fail instead of skipping.
+# CI=true they fail instead of skipping. One package at a time (-p 1): the
+# root tests compare reqprof's figures with servers' own clocks on a
+# machine of two CPUs, and another package's tests burning CPU meanwhile
+# (the calibrated server's, headless Chromium) would change what a syscall
+# costs between reqprof's calibration and the measurement.
 test: deps check-generate vet
-	$(GO) test -count=1 ./... ./testdata/calserver/...
+	$(GO) test -p 1 -count=1 ./... ./testdata/calserver/...
 
 demo: build
 	./bin/reqprof demo
