@@ -32,7 +32,6 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 			Comm:               p.comm,
 			Label:              p.Label,
 			Threads:            int(s.ThreadsSeen),
-			KernelBreakdown:    p.breakdown,
 			UnfinishedNs:       s.DroppedNs,
 			UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
 			UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs,
@@ -82,7 +81,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 			req.Conn = cookie
 			req.Route = names.name(r.Payload[:min(int(r.PayloadLen), len(r.Payload))], r.LocalPort)
 			procs[r.Target].finished.add(req)
-			addBreakdown(t.KernelBreakdown, &r.Cost)
+			procs[r.Target].kernel.add(&r.Cost)
 		case c.Phase != phaseIdle:
 			t.UnfinishedRequests++
 			t.UnfinishedNs += cpuNs(&r.Cost)
@@ -95,6 +94,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 	}
 	for i, p := range procs {
 		targets[i].Finished = p.finished.totals
+		targets[i].KernelBreakdown = p.kernel.breakdown()
 		targets[i].RouteTotals = p.finished.byRoute
 		targets[i].Requests = p.finished.sample.kept
 	}

@@ -74,9 +74,9 @@ type process struct {
 	// members are its processes besides PID: children or cgroup members.
 	// The kernel's CPU clock is per process, so a target of several has
 	// no single figure to compare with.
-	members   []int
-	finished  *finishedRequests
-	breakdown map[string]report.KernelCost
+	members  []int
+	finished *finishedRequests
+	kernel   *kernelTally
 }
 
 // Run profiles the targets for one window and returns what it measured.
@@ -170,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, res.err
 	}
 	for i, p := range procs {
-		p.finished, p.breakdown = res.finished[i], res.breakdown[i]
+		p.finished, p.kernel = res.finished[i], &res.kernel[i]
 	}
 	run, err := buildRun(objs, procs, res.names, meta, startNs, endNs, res.malformed)
 	run.Overhead = cost
@@ -486,7 +486,7 @@ func refreshListenPorts(ports *ebpf.Map, procs []*process) error {
 
 type consumeResult struct {
 	finished  []*finishedRequests // per target index
-	breakdown []map[string]report.KernelCost
+	kernel    []kernelTally       // per target index
 	names     *routeNames
 	malformed uint64
 	err       error
@@ -500,12 +500,16 @@ type consumeResult struct {
 func consume(reader *ringbuf.Reader, targets int) consumeResult {
 	res := newConsumeResult(targets)
 	var rec ringbuf.Record
+	// The programs wake the reader only when the buffer fills up, to spare
+	// the servers an interrupt per request: it polls meanwhile. A deadline
+	// matters only once the buffer is empty, so it is renewed when it
+	// passes, not for every record (reading the clock was as dear as
+	// decoding one).
+	reader.SetDeadline(time.Now().Add(consumePollInterval))
 	for {
-		// The programs wake the reader only when the buffer fills up, to
-		// spare the servers an interrupt per request: it polls meanwhile.
-		reader.SetDeadline(time.Now().Add(consumePollInterval))
 		err := reader.ReadInto(&rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			reader.SetDeadline(time.Now().Add(consumePollInterval))
 			continue
 		}
 		if errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrClosed) {
@@ -526,13 +530,12 @@ func consume(reader *ringbuf.Reader, targets int) consumeResult {
 
 func newConsumeResult(targets int) consumeResult {
 	res := consumeResult{
-		finished:  make([]*finishedRequests, targets),
-		breakdown: make([]map[string]report.KernelCost, targets),
-		names:     newRouteNames(maxRouteNames),
+		finished: make([]*finishedRequests, targets),
+		kernel:   make([]kernelTally, targets),
+		names:    newRouteNames(maxRouteNames),
 	}
 	for i := range targets {
 		res.finished[i] = newFinishedRequests(maxSampledRequests, uint64(i))
-		res.breakdown[i] = map[string]report.KernelCost{}
 	}
 	return res
 }
@@ -546,5 +549,5 @@ func (res *consumeResult) add(d decodedRecord) {
 	}
 	d.request.Route = res.names.name(d.payload, d.localPort)
 	res.finished[d.target].add(d.request)
-	addBreakdown(res.breakdown[d.target], d.kernel)
+	res.kernel[d.target].add(d.kernel)
 }

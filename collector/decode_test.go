@@ -55,14 +55,19 @@ func TestBreakdownNamesCauses(t *testing.T) {
 	c.Syscalls[1] = reqprofSyscallSlot{Nr: 232 + 1, Calls: 1, Ns: 3_000} // epoll_wait
 	c.SoftirqNs[3] = 2_000
 	c.IrqNs = 500
-	into := map[string]report.KernelCost{}
-	addBreakdown(into, &c)
-	addBreakdown(into, &c)
+	c.Syscalls[2] = reqprofSyscallSlot{Nr: unknownSyscall + 1, Calls: 1, Ns: 100}
+	c.Syscalls[3] = reqprofSyscallSlot{Nr: 5000 + 1, Calls: 1, Ns: 10}
+	var tally kernelTally
+	tally.add(&c)
+	tally.add(&c)
+	into := tally.breakdown()
 	want := map[string]report.KernelCost{
-		"syscall:write":      {Ns: 14_000, Calls: 4},
-		"syscall:epoll_wait": {Ns: 6_000, Calls: 2},
-		"softirq:NET_RX":     {Ns: 4_000},
-		"irq":                {Ns: 1_000},
+		"syscall:write":                   {Ns: 14_000, Calls: 4},
+		"syscall:epoll_wait":              {Ns: 6_000, Calls: 2},
+		"syscall:(entered before attach)": {Ns: 200, Calls: 2},
+		"syscall:nr5000":                  {Ns: 20, Calls: 2},
+		"softirq:NET_RX":                  {Ns: 4_000},
+		"irq":                             {Ns: 1_000},
 	}
 	if len(into) != len(want) {
 		t.Fatalf("breakdown %v, want %v", into, want)

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"math"
 	"math/rand/v2"
 
 	"github.com/reqprof/reqprof/collector/route"
@@ -56,13 +57,20 @@ func (f *finishedRequests) add(r report.Request) {
 }
 
 // reservoir is a uniform random sample of at most limit of the requests
-// added to it (Algorithm R): each of the n added so far is in it with the
-// same chance, limit/n.
+// added to it: each of the n added so far is in it with the same chance,
+// limit/n. It is Li's Algorithm L: once full, it draws how many requests to
+// pass over before the next one it keeps, rather than a random number for
+// every request (Algorithm R), so that a request it does not keep costs a
+// comparison, and one it keeps a write into the sample.
 type reservoir struct {
 	kept  []report.Request
 	seen  int
 	limit int
 	rand  *rand.Rand
+	// Once full: the 1-based number of the next request to keep, and w, the
+	// largest of limit uniform draws' (0,1) keys so far, in Li's terms.
+	next int
+	w    float64
 }
 
 func (s *reservoir) add(r report.Request) {
@@ -76,13 +84,33 @@ func (s *reservoir) add(r report.Request) {
 			s.kept = grown
 		}
 		s.kept = append(s.kept, r)
+		if len(s.kept) == s.limit {
+			s.w = math.Exp(math.Log(s.uniform()) / float64(s.limit))
+			s.skip()
+		}
 		return
 	}
-	// The n-th request replaces a kept one with chance limit/n, a kept one
-	// chosen uniformly: every request seen stays with chance limit/n.
-	if i := s.rand.IntN(s.seen); i < s.limit {
-		s.kept[i] = r
+	if s.seen < s.next {
+		return
 	}
+	s.kept[s.rand.IntN(s.limit)] = r
+	s.w *= math.Exp(math.Log(s.uniform()) / float64(s.limit))
+	s.skip()
+}
+
+// skip sets next past the requests a geometric draw says to leave out.
+func (s *reservoir) skip() {
+	gap := math.Floor(math.Log(s.uniform()) / math.Log1p(-s.w))
+	if gap > float64(math.MaxInt-s.seen-1) || math.IsNaN(gap) {
+		s.next = math.MaxInt // w so near 0 that no request would be kept
+		return
+	}
+	s.next = s.seen + int(gap) + 1
+}
+
+// uniform draws from (0, 1), never 0, whose log would be -Inf.
+func (s *reservoir) uniform() float64 {
+	return (float64(s.rand.Uint64()>>11) + 0.5) / (1 << 53)
 }
 
 // routeNames names requests, keeps one copy of each name, and at most
