@@ -189,6 +189,7 @@ struct thread_state {
 	__u32 served;          /* it has read or written a served connection */
 	__u32 pad2;
 	__u64 unattributed_ns; /* its CPU that served no request: to name the largest sources */
+	__u64 advance_ns;      /* syscall entry cost charged beyond the clock in this slice */
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -520,7 +521,19 @@ static __always_inline void cut(struct thread_state *st, __u64 now, bool enterin
 	st->interrupted_ns = 0;
 	ns -= interrupted;
 	if (entering_syscall && st->mode == MODE_USER) {
-		__u64 entry = ns < syscall_overhead_ns ? ns : syscall_overhead_ns;
+		/* The whole entry cost, even when the clock saw a shorter user
+		 * piece: between two syscalls of a tight loop it mostly does,
+		 * as the kernel's CPU clock runs a few ns a syscall ahead of
+		 * this one (which the slice's sizing would otherwise hand to its
+		 * last piece). What is charged beyond the clock is counted with
+		 * the slice's pieces, so that the sizing takes it back when the
+		 * kernel's accounting does not cover it. */
+		__u64 entry = syscall_overhead_ns;
+		if (ns < entry) {
+			st->advance_ns += entry - ns;
+			st->slice_cut_ns += entry - ns;
+			ns = entry;
+		}
 		account(st, ns - entry);
 		st->held_ns = entry;
 		return;
@@ -543,6 +556,9 @@ static __always_inline void end_slice(struct thread_state *st, __u64 now, __u64 
 	__u64 slice = sum_exec_runtime - st->sched_at_in;
 	if (!known) {
 		cut(st, now, false);
+		/* No accounting to size against: what was charged ahead of the
+		 * clock is paid back from the next pieces. */
+		st->debt_ns += st->advance_ns;
 	} else {
 		/* The slice's last piece, sized before it is charged. */
 		__u64 ns = now > st->run_start_ns ? now - st->run_start_ns : 0;
@@ -568,6 +584,7 @@ static __always_inline void end_slice(struct thread_state *st, __u64 now, __u64 
 	st->run_start_ns = 0;
 	st->sched_at_in = 0;
 	st->slice_cut_ns = 0;
+	st->advance_ns = 0;
 }
 
 static __always_inline void emit(struct conn_state *c, __u64 cookie)
@@ -708,6 +725,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	st->run_start_ns = now;
 	st->sched_at_in = next->se.sum_exec_runtime;
 	st->slice_cut_ns = 0;
+	st->advance_ns = 0;
 	st->interrupted_ns = 0;
 	struct target_stats *s = stats_of(next_plus1 - 1);
 	__u64 runqueue_ns = st->runnable_since_ns ? now - st->runnable_since_ns : 0;

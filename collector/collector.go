@@ -121,10 +121,8 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, err
 	}
 
-	overhead := enableOverheadStats(objs)
-	defer overhead.close()
-	entryNs, err := enableAndCalibrate(objs)
-	if err != nil {
+	overhead := newOverheadMeter(objs)
+	if err := enableAndCalibrate(objs, overhead); err != nil {
 		return report.Run{}, err
 	}
 
@@ -133,8 +131,9 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
-	meta := hostMeta(entryNs)
-	overhead.start()
+	meta := hostMeta(overhead.entryNs)
+	overhead.open()
+	defer overhead.dropStats() // on a return before the window closes
 	startNs, err := openWindow(objs, procs, cfg.FollowChildren)
 	if err != nil {
 		return report.Run{}, err
@@ -143,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		cfg.OnAttached(attachedLine(procs))
 	}
 
-	waitWindow(ctx, cfg.Duration, objs, procs)
+	waitWindow(ctx, cfg.Duration, objs, procs, overhead)
 
 	// Close the window: stop counting, then read the process clocks at
 	// the same instant so both accountings cover the same time.
@@ -151,7 +150,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, fmt.Errorf("disabling the programs: %w", err)
 	}
 	endNs := monotonicNs()
-	cost := overhead.stop()
+	cost := overhead.close()
 	for _, p := range procs {
 		if ns, err := ProcessCPUNs(p.PID); err == nil && !p.exited {
 			p.schedNsAt = ns
@@ -220,24 +219,17 @@ const (
 
 // enableAndCalibrate starts the programs with no target registered and
 // measures the syscall entry cost on a thread of the collector.
-func enableAndCalibrate(objs *reqprofObjects) (uint64, error) {
+func enableAndCalibrate(objs *reqprofObjects, overhead *overheadMeter) error {
 	if err := objs.TargetsGeneration.Set(uint32(generationNoTargets)); err != nil {
-		return 0, fmt.Errorf("enabling the programs: %w", err)
+		return fmt.Errorf("enabling the programs: %w", err)
 	}
 	if err := objs.EnableNs.Set(monotonicNs()); err != nil {
-		return 0, fmt.Errorf("enabling the programs: %w", err)
+		return fmt.Errorf("enabling the programs: %w", err)
 	}
 	if err := objs.Enabled.Set(uint32(1)); err != nil {
-		return 0, fmt.Errorf("enabling the programs: %w", err)
+		return fmt.Errorf("enabling the programs: %w", err)
 	}
-	entryNs, err := calibrateSyscallEntry(objs)
-	if err != nil {
-		return 0, err
-	}
-	if err := objs.SyscallOverheadNs.Set(entryNs); err != nil {
-		return 0, fmt.Errorf("setting the syscall entry cost: %w", err)
-	}
-	return entryNs, nil
+	return overhead.calibrate()
 }
 
 // openWindow registers the targets: a target's threads seen first after
@@ -411,7 +403,7 @@ func attachedLine(procs []*process) string {
 
 // waitWindow returns when the duration passes, ctx is done, or every target
 // has exited. Meanwhile it notes exits and new listening ports.
-func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObjects, procs []*process) {
+func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObjects, procs []*process, overhead *overheadMeter) {
 	var deadline <-chan time.Time
 	if duration > 0 {
 		timer := time.NewTimer(duration)
@@ -429,6 +421,7 @@ func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObject
 			return
 		case <-tick.C:
 		}
+		overhead.poll()
 		alive := 0
 		for i, p := range procs {
 			p.refreshCgroup(objs.Targets, i)

@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -10,46 +12,131 @@ import (
 )
 
 // overheadMeter measures what reqprof costs over a window: the run time of
-// its BPF programs, which the kernel keeps while BPF_ENABLE_STATS is held
-// (at the price of two clock reads per program run), and the collector's
-// own CPU and memory.
+// its BPF programs, and the collector's own CPU and memory.
+//
+// The kernel keeps the programs' run time only while BPF_ENABLE_STATS is
+// held, at the price of two clock reads in every program run: on this VM
+// some 50 ns a run, more than half of what the programs cost a target's
+// syscall, and a target's threads pay it and are charged for it. So the
+// statistics are kept for one poll of every statsPeriod polls (a twentieth
+// of a long window), and their figures scaled to the window. The first
+// sample is the window's second poll, not its first, so that a short
+// window runs as any other part of a long one. The syscall entry cost
+// charged to each syscall is switched with them, as it is calibrated both
+// ways.
 type overheadMeter struct {
-	stats    io.Closer // nil when the kernel would not keep statistics
-	progs    []*ebpf.Program
-	bpfNs0   uint64
-	bpfRuns0 uint64
-	cpuNs0   uint64
+	objs  *reqprofObjects
+	progs []*ebpf.Program
+
+	supported        bool   // the kernel keeps statistics
+	entryNs          uint64 // syscall entry cost, calibrated without statistics
+	entryNsWithStats uint64 // and with them
+
+	stats      io.Closer // held while statistics are kept
+	statsSince time.Time
+	polls      int // since the window opened
+	ns0, runs0 uint64
+
+	sampled time.Duration
+	bpfNs   uint64
+	bpfRuns uint64
+
+	opened time.Time
+	cpuNs0 uint64
 }
 
-// enableOverheadStats turns the kernel's BPF run-time statistics on. It
-// must come before the syscall entry cost is calibrated: keeping statistics
-// makes every program run dearer (two clock reads), and the calibration
-// must measure the programs as they will run in the window, or each syscall
-// is charged some 40 ns short of its cost.
-func enableOverheadStats(objs *reqprofObjects) *overheadMeter {
-	m := &overheadMeter{progs: []*ebpf.Program{
+// statsPeriod is how many polls make one period of the statistics: kept
+// for the first of them.
+const statsPeriod = 20
+
+func newOverheadMeter(objs *reqprofObjects) *overheadMeter {
+	m := &overheadMeter{objs: objs, progs: []*ebpf.Program{
 		objs.OnSchedSwitch, objs.OnSchedWaking, objs.OnSchedProcessFork, objs.OnSchedWakeup, objs.OnSchedWakeupNew, objs.OnSysEnter, objs.OnSysExit,
 		objs.OnSockRecvLength, objs.OnSockSendLength, objs.OnInetSockSetState, objs.OnSoftirqEntry,
 		objs.OnSoftirqExit, objs.OnIrqHandlerEntry, objs.OnIrqHandlerExit, objs.OnLocalTimerEntry,
 		objs.OnLocalTimerExit, objs.OnPageFaultUser,
 	}}
-	if closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
-		m.stats = closer
-	}
 	return m
 }
 
-// close turns the statistics off again.
-func (m *overheadMeter) close() {
-	if m.stats != nil {
-		m.stats.Close()
+// calibrate measures the syscall entry cost without statistics and with
+// them, the programs attached and enabled, and sets the first.
+func (m *overheadMeter) calibrate() error {
+	var err error
+	if m.entryNs, err = calibrateSyscallEntry(m.objs); err != nil {
+		return err
+	}
+	closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err == nil {
+		m.supported = true
+		m.entryNsWithStats, err = calibrateSyscallEntry(m.objs)
+		closer.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return m.setEntry(m.entryNs)
+}
+
+func (m *overheadMeter) setEntry(ns uint64) error {
+	if err := m.objs.SyscallOverheadNs.Set(ns); err != nil {
+		return fmt.Errorf("setting the syscall entry cost: %w", err)
+	}
+	return nil
+}
+
+// open starts the measurement as the window opens.
+func (m *overheadMeter) open() {
+	m.opened = time.Now()
+	m.cpuNs0, _ = selfUsage()
+}
+
+// poll is called at each of the window's polls.
+func (m *overheadMeter) poll() {
+	m.polls++
+	switch {
+	case m.stats != nil:
+		m.dropStats()
+	case m.polls%statsPeriod == 1:
+		m.keepStats()
 	}
 }
 
-// start takes the baselines the window's cost is measured from.
-func (m *overheadMeter) start() {
-	m.bpfNs0, m.bpfRuns0, _ = m.bpfTotals()
-	m.cpuNs0, _ = selfUsage()
+func (m *overheadMeter) keepStats() {
+	if !m.supported {
+		return
+	}
+	closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return
+	}
+	// The entry cost goes up with the statistics, before their first run.
+	if m.setEntry(m.entryNsWithStats) != nil {
+		closer.Close()
+		return
+	}
+	ns, runs, ok := m.bpfTotals()
+	if !ok {
+		closer.Close()
+		m.setEntry(m.entryNs)
+		return
+	}
+	m.stats, m.statsSince, m.ns0, m.runs0 = closer, time.Now(), ns, runs
+}
+
+func (m *overheadMeter) dropStats() {
+	if m.stats == nil {
+		return
+	}
+	ns, runs, ok := m.bpfTotals()
+	if ok && ns >= m.ns0 && runs >= m.runs0 {
+		m.sampled += time.Since(m.statsSince)
+		m.bpfNs += ns - m.ns0
+		m.bpfRuns += runs - m.runs0
+	}
+	m.stats.Close()
+	m.stats = nil
+	m.setEntry(m.entryNs)
 }
 
 func (m *overheadMeter) bpfTotals() (ns, runs uint64, ok bool) {
@@ -64,20 +151,30 @@ func (m *overheadMeter) bpfTotals() (ns, runs uint64, ok bool) {
 	return ns, runs, true
 }
 
-// stop ends the measurement and says what it found.
-func (m *overheadMeter) stop() report.Overhead {
+// close ends the measurement and says what it found: the programs' run
+// time while the statistics were kept, scaled to the window.
+func (m *overheadMeter) close() report.Overhead {
+	m.dropStats()
 	var o report.Overhead
 	if cpuNs, maxRSSKB := selfUsage(); cpuNs >= m.cpuNs0 {
 		o.CollectorCPUNs = cpuNs - m.cpuNs0
 		o.CollectorMaxRSSKB = maxRSSKB
 	}
-	if m.stats == nil {
+	switch {
+	case !m.supported:
+		o.BPFUnknown = "the kernel keeps no BPF statistics"
+		return o
+	case m.sampled <= 0:
+		o.BPFUnknown = fmt.Sprintf("window too short: BPF statistics are first kept after %v", pollInterval)
 		return o
 	}
-	if ns, runs, ok := m.bpfTotals(); ok && ns >= m.bpfNs0 {
-		o.Measured = true
-		o.BPFNs = ns - m.bpfNs0
-		o.BPFRuns = runs - m.bpfRuns0
+	window := time.Since(m.opened)
+	scale := max(1, window.Seconds()/m.sampled.Seconds())
+	o.Measured = true
+	o.BPFNs = uint64(float64(m.bpfNs) * scale)
+	o.BPFRuns = uint64(float64(m.bpfRuns) * scale)
+	if scale > 1 {
+		o.BPFSampled = m.sampled
 	}
 	return o
 }

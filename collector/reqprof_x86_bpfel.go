@@ -116,6 +116,7 @@ type reqprofThreadState struct {
 	Served              uint32
 	Pad2                uint32
 	UnattributedNs      uint64
+	AdvanceNs           uint64
 }
 
 // Names of all BPF objects in the ELF.

@@ -194,6 +194,7 @@ func checkRanges(s Summary) error {
 			value *float64
 		}{
 			{"bpf_ns_per_request", o.BPFNsPerRequest}, {"bpf_ns_per_run", o.BPFNsPerRun}, {"bpf_cpu_us", o.BPFCPUUs},
+			{"bpf_stats_sampled_s", o.BPFStatsSampledS},
 			{"collector_cpu_us", &o.CollectorCPUUs}, {"collector_max_rss_mb", &o.CollectorMaxRSSMB},
 		}
 		for _, f := range figures {

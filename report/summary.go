@@ -175,11 +175,16 @@ func SummarizeWith(run Run, opts SummarizeOptions) Summary {
 // OverheadSummary is Overhead for readers: BPF time per finished request
 // (absent when the kernel kept no BPF statistics or nothing finished).
 type OverheadSummary struct {
-	BPFNsPerRequest   *float64 `json:"bpf_ns_per_request,omitempty"`
-	BPFNsPerRun       *float64 `json:"bpf_ns_per_run,omitempty"`
-	BPFCPUUs          *float64 `json:"bpf_cpu_us,omitempty"`
-	CollectorCPUUs    float64  `json:"collector_cpu_us"`
-	CollectorMaxRSSMB float64  `json:"collector_max_rss_mb"`
+	BPFNsPerRequest *float64 `json:"bpf_ns_per_request,omitempty"`
+	BPFNsPerRun     *float64 `json:"bpf_ns_per_run,omitempty"`
+	BPFCPUUs        *float64 `json:"bpf_cpu_us,omitempty"`
+	// BPFStatsSampledS: the BPF figures are scaled from statistics kept
+	// this many seconds of the window; absent when kept for all of it.
+	BPFStatsSampledS *float64 `json:"bpf_stats_sampled_s,omitempty"`
+	// BPFUnknown says why the BPF figures are absent.
+	BPFUnknown        string  `json:"bpf_unknown,omitempty"`
+	CollectorCPUUs    float64 `json:"collector_cpu_us"`
+	CollectorMaxRSSMB float64 `json:"collector_max_rss_mb"`
 }
 
 func summarizeOverhead(run Run) *OverheadSummary {
@@ -192,10 +197,14 @@ func summarizeOverhead(run Run) *OverheadSummary {
 		CollectorMaxRSSMB: roundTenth(float64(o.CollectorMaxRSSKB) / 1024),
 	}
 	if !o.Measured {
+		s.BPFUnknown = o.BPFUnknown
 		return s
 	}
 	cpu := usFromNs(o.BPFNs)
 	s.BPFCPUUs = &cpu
+	if o.BPFSampled > 0 {
+		s.BPFStatsSampledS = new(roundTenth(o.BPFSampled.Seconds()))
+	}
 	if o.BPFRuns > 0 {
 		perRun := roundTenth(float64(o.BPFNs) / float64(o.BPFRuns))
 		s.BPFNsPerRun = &perRun

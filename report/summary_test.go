@@ -292,3 +292,20 @@ func TestSampleSaid(t *testing.T) {
 		t.Errorf("histogram %+v of no sample, want none", empty.CPUHistogram)
 	}
 }
+
+// A run whose BPF figures are unknown says why, in the footer and the JSON.
+func TestOverheadUnknownSaysWhy(t *testing.T) {
+	run := sampledRun()
+	run.Overhead = Overhead{CollectorCPUNs: 1_000_000, BPFUnknown: "window too short"}
+	s := Summarize(run)
+	if s.Overhead == nil || s.Overhead.BPFNsPerRequest != nil || s.Overhead.BPFUnknown != "window too short" {
+		t.Fatalf("overhead %+v, want no BPF figures and the reason", s.Overhead)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, s); err != nil {
+		t.Fatal(err)
+	}
+	if want := "BPF run time unknown (window too short)"; !strings.Contains(table.String(), want) {
+		t.Errorf("footer lacks %q:\n%s", want, table.String())
+	}
+}

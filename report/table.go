@@ -262,7 +262,11 @@ func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
 	}
 	b.WriteString("\nreqprof's own cost: ")
 	if o.BPFCPUUs == nil {
-		b.WriteString("BPF run time unknown (no BPF statistics)")
+		reason := o.BPFUnknown
+		if reason == "" {
+			reason = "no BPF statistics"
+		}
+		fmt.Fprintf(b, "BPF run time unknown (%s)", reason)
 	} else {
 		fmt.Fprintf(b, "BPF %s ms", ms(*o.BPFCPUUs))
 		if o.BPFNsPerRequest != nil {
@@ -270,6 +274,9 @@ func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
 		}
 		if o.BPFNsPerRun != nil {
 			fmt.Fprintf(b, " (%s ns per program run)", tenths(*o.BPFNsPerRun))
+		}
+		if o.BPFStatsSampledS != nil {
+			fmt.Fprintf(b, ", scaled from BPF statistics kept %s s of the window", tenths(*o.BPFStatsSampledS))
 		}
 	}
 	fmt.Fprintf(b, "; collector %s ms CPU, %s MB peak memory\n", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))
