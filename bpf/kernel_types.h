@@ -27,6 +27,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
@@ -48,10 +49,16 @@ struct sched_entity {
 	__u64 sum_exec_runtime;
 } __attribute__((preserve_access_index));
 
+/* x86-64: the user FS base, where a Go thread keeps its current g. */
+struct thread_struct {
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	struct sched_entity se;
+	struct thread_struct thread;
 } __attribute__((preserve_access_index));
 
 struct sock_common {

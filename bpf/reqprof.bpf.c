@@ -55,6 +55,7 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define MAX_TARGETS 64
 #define MAX_TARGET_PROCESSES 4096 /* with children followed, many per target */
+#define MAX_GOROUTINES 65536
 #define MAX_HANDOFF_DEPTH 4
 #define MAX_THREADS 32768
 #define MAX_CONNS 65536
@@ -95,6 +96,13 @@ enum thread_mode {
 	MODE_UNKNOWN = 0,
 	MODE_USER = 1,
 	MODE_SYSCALL = 2,
+};
+
+/* Whether a thread is a Go runtime's, as far as its goroutines go. */
+enum go_thread {
+	GO_UNKNOWN = 0, /* not looked up yet */
+	GO_NOT = 1,
+	GO_YES = 2,
 };
 
 enum conn_phase {
@@ -187,9 +195,12 @@ struct thread_state {
 	__u32 handoff_pending; /* ... and taken up when the thread runs */
 	__u32 handoff_pending_depth;
 	__u32 served;          /* it has read or written a served connection */
-	__u32 pad2;
+	__u32 go;              /* GO_UNKNOWN, GO_NOT, or GO_YES with the layout below */
 	__u64 unattributed_ns; /* its CPU that served no request: to name the largest sources */
 	__u64 advance_ns;      /* syscall entry cost charged beyond the clock in this slice */
+	__s64 tls_offset;    /* Go: its current g, from the FS base */
+	__u64 goid_offset;     /* Go: a goroutine's id, in its g */
+	__u64 goid;            /* Go: the goroutine whose connection it last took up */
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -246,6 +257,41 @@ struct {
 	__type(key, __u32); /* tid */
 	__type(value, struct thread_state);
 } threads SEC(".maps");
+
+/* Go servers run many goroutines on few threads and move them between
+ * threads, so a thread's last connection says little about whose work it
+ * does. For a Go process the collector gives, from its binary, where a
+ * thread keeps its running goroutine's g (an offset from the FS base) and
+ * where a g keeps the goroutine's id. A goroutine that reads or writes a
+ * connection is remembered with it, and at each syscall entry and each
+ * switch off a CPU the thread takes up the connection of the goroutine it
+ * runs. */
+struct go_layout {
+	__s64 tls_offset;
+	__u64 goid_offset;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGET_PROCESSES);
+	__type(key, __u32); /* tgid */
+	__type(value, struct go_layout);
+} go_layouts SEC(".maps");
+
+struct goroutine_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 goid;
+};
+
+/* Least recently used goroutines go first: one that served a connection
+ * long ago has most likely exited. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_GOROUTINES);
+	__type(key, struct goroutine_key);
+	__type(value, __u64); /* cookie of the connection it last read or wrote */
+} goroutines SEC(".maps");
 
 /* Not preallocated: a connection's state is large (it holds the captured
  * bytes), and memory should follow the connections that exist. */
@@ -492,6 +538,79 @@ static __always_inline void end_tail(struct thread_state *st)
 		settle_tail(c);
 }
 
+/* The id of the goroutine the current thread runs, for a thread of a Go
+ * process; 0 otherwise, and for the runtime's own stack (g0: its scheduler,
+ * netpoller and sysmon), which runs no goroutine. Only in the thread's own
+ * context. Costs two reads of user memory. */
+static __always_inline __u64 current_goid(struct thread_state *st)
+{
+	if (st->go == GO_NOT)
+		return 0;
+	if (st->go == GO_UNKNOWN) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+		struct go_layout *layout = bpf_map_lookup_elem(&go_layouts, &tgid);
+		if (!layout) {
+			st->go = GO_NOT;
+			return 0;
+		}
+		st->tls_offset = layout->tls_offset;
+		st->goid_offset = layout->goid_offset;
+		st->go = GO_YES;
+	}
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 g = 0, goid = 0;
+	if (bpf_probe_read_user(&g, sizeof(g), (void *)(task->thread.fsbase + st->tls_offset)) || !g)
+		return 0;
+	if (bpf_probe_read_user(&goid, sizeof(goid), (void *)(g + st->goid_offset)))
+		return 0;
+	return goid;
+}
+
+/* A goroutine read or wrote a served connection: it serves it now. The
+ * map is written only when that changes, once in a goroutine's life for a
+ * net/http connection's: an update of an LRU map takes its locks. */
+static __always_inline void note_goroutine(struct thread_state *st, __u64 cookie)
+{
+	__u64 goid = current_goid(st);
+	if (!goid)
+		return;
+	st->goid = goid;
+	struct goroutine_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .goid = goid};
+	__u64 *conn = bpf_map_lookup_elem(&goroutines, &key);
+	if (!conn || *conn != cookie)
+		bpf_map_update_elem(&goroutines, &key, &cookie, BPF_ANY);
+}
+
+/* The thread takes up the connection of the goroutine it runs, before the
+ * piece of CPU that goroutine ran is charged. On the runtime's own stack it
+ * keeps the connection it had: what the scheduler does after a goroutine
+ * parks is that goroutine's request's loop, as for a thread. A goroutine
+ * that never touched a connection (a GC worker, a timer) serves none. */
+static __always_inline void follow_goroutine(struct thread_state *st)
+{
+	__u64 goid = current_goid(st);
+	if (goid == st->goid)
+		return;
+	/* Forgotten on g0: the goroutine that comes next may have served
+	 * another connection on another thread meanwhile. */
+	st->goid = goid;
+	if (!goid)
+		return;
+	struct goroutine_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .goid = goid};
+	__u64 *served = bpf_map_lookup_elem(&goroutines, &key);
+	__u64 conn = served ? *served : 0;
+	/* The goroutine is past its request when the connection's response
+	 * is out: its CPU is then the tail, as for a thread after a write. */
+	struct conn_state *c = conn ? bpf_map_lookup_elem(&conns, &conn) : 0;
+	__u32 in_tail = c && c->phase == PHASE_RESPONDING;
+	if (conn == st->conn && in_tail == st->in_tail)
+		return;
+	end_tail(st);
+	st->conn = conn;
+	st->in_tail = in_tail;
+	st->handoff_depth = 0;
+}
+
 /* Charges or holds back ns of the thread's time in its current mode:
  * user time is charged now, time in (or possibly in) a syscall is held back
  * for the syscall's boundary. Debt from an earlier slice is paid first. */
@@ -682,6 +801,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		/* Seen for the first time here: it has run since before enable. */
 		struct thread_state *st = target ? thread_of(prev_tid, *target, enable_ns) : 0;
 		if (st) {
+			follow_goroutine(st);
 			end_slice(st, now, prev->se.sum_exec_runtime);
 			struct cost *to = destination(st);
 			if (preempt || prev_state == TASK_RUNNING) {
@@ -778,7 +898,10 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 {
 	__u32 waker_tid;
 	struct thread_state *waker = current_thread(this_cpu(), &waker_tid);
-	if (!waker || !waker->conn || waker->in_tail || waker->handoff_depth >= MAX_HANDOFF_DEPTH)
+	/* A Go thread wakes another to run whichever goroutine is runnable:
+	 * its goroutines are followed instead. */
+	if (!waker || !waker->conn || waker->in_tail || waker->handoff_depth >= MAX_HANDOFF_DEPTH ||
+	    waker->go == GO_YES)
 		return 0;
 	__u32 tgid = p->tgid;
 	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
@@ -816,6 +939,10 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 	if (bpf_map_update_elem(&targets, &child_tgid, &index, BPF_NOEXIST) == 0) {
 		struct target_stats *s = stats_of(index);
 		COUNT(s, children_followed, 1);
+		/* Until it execs, it runs its parent's binary. */
+		struct go_layout *layout = bpf_map_lookup_elem(&go_layouts, &parent_tgid);
+		if (layout)
+			bpf_map_update_elem(&go_layouts, &child_tgid, layout, BPF_ANY);
 	}
 	return 0;
 }
@@ -869,6 +996,8 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	if (!st)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
+	/* After the clock: finding the goroutine is this syscall's cost. */
+	follow_goroutine(st);
 	if (st->mode == MODE_UNKNOWN) {
 		/* Whatever was held back was user time: we are entering now. */
 		cut(st, now, false);
@@ -963,6 +1092,7 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	st->conn = cookie;
 	st->handoff_depth = 0;
 	st->served = 1;
+	note_goroutine(st, cookie);
 	return 0;
 }
 
@@ -992,6 +1122,7 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	st->handoff_depth = 0;
 	st->served = 1;
 	st->wrote = 1;
+	note_goroutine(st, cookie);
 	return 0;
 }
 

@@ -41,6 +41,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 			LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
 			LostBreakdown:      lostBreakdown(s),
 			Exited:             p.exited,
+			Goroutines:         p.goroutines,
 		}
 		if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && !p.followed(s) {
 			t.SchedCPUNs = p.schedNsAt - p.schedNs0

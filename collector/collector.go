@@ -74,9 +74,10 @@ type process struct {
 	// members are its processes besides PID: children or cgroup members.
 	// The kernel's CPU clock is per process, so a target of several has
 	// no single figure to compare with.
-	members  []int
-	finished *finishedRequests
-	kernel   *kernelTally
+	members    []int
+	goroutines string // how a Go process's goroutines are followed; "" if it is none
+	finished   *finishedRequests
+	kernel     *kernelTally
 }
 
 // Run profiles the targets for one window and returns what it measured.
@@ -243,7 +244,7 @@ func openWindow(objs *reqprofObjects, procs []*process, followChildren bool) (st
 	for i, p := range procs {
 		p.schedNs0, _ = ProcessCPUNs(p.PID)
 		p.schedNsAt = p.schedNs0
-		if err := p.register(objs.Targets, i, followChildren); err != nil {
+		if err := p.register(objs, i, followChildren); err != nil {
 			return 0, err
 		}
 	}
@@ -300,16 +301,20 @@ func openTargets(targets []Target) ([]*process, error) {
 // register puts a target's processes into the targets map: its own, its
 // members, and with children followed, its descendants now (the programs
 // add later ones as they fork).
-func (p *process) register(targets *ebpf.Map, index int, followChildren bool) error {
+func (p *process) register(objs *reqprofObjects, index int, followChildren bool) error {
 	pids := append([]int{p.PID}, p.members...)
 	if followChildren {
 		for _, pid := range pids {
 			pids = append(pids, descendants(pid)...)
 		}
 	}
-	for _, pid := range pids {
-		if err := targets.Update(uint32(pid), uint32(index), ebpf.UpdateAny); err != nil {
+	for i, pid := range pids {
+		goroutines, err := addProcess(objs, pid, index, ebpf.UpdateAny)
+		if err != nil {
 			return fmt.Errorf("registering target %d: %w", pid, err)
+		}
+		if i == 0 {
+			p.goroutines = goroutines
 		}
 	}
 	if len(pids) > 1 {
@@ -318,8 +323,39 @@ func (p *process) register(targets *ebpf.Map, index int, followChildren bool) er
 	return nil
 }
 
+// addProcess makes pid one of target index's processes, and says how its
+// goroutines are followed if it is a Go process (else ""). A Go process's
+// layout goes in first, so that its threads find it from their first event.
+func addProcess(objs *reqprofObjects, pid, index int, flags ebpf.MapUpdateFlags) (goroutines string, err error) {
+	layout, err := goLayoutOf(pid)
+	switch {
+	case err == nil:
+		value := reqprofGoLayout{TlsOffset: layout.gTLSOffset, GoidOffset: layout.goidOffset}
+		if err := objs.GoLayouts.Update(uint32(pid), &value, ebpf.UpdateAny); err != nil {
+			return "", err
+		}
+		goroutines = GoroutinesFollowed
+	case !errors.Is(err, errNotGo):
+		goroutines = "not followed: " + err.Error()
+	}
+	return goroutines, objs.Targets.Update(uint32(pid), uint32(index), flags)
+}
+
+// GoroutinesFollowed is what a Go target's report says when its goroutines
+// are followed.
+const GoroutinesFollowed = "followed"
+
+func goLayoutOf(pid int) (goLayout, error) {
+	exe, err := os.Open(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return goLayout{}, errNotGo // gone, or no binary to read: threads only
+	}
+	defer exe.Close()
+	return readGoLayout(exe)
+}
+
 // refreshCgroup adds processes that joined a cgroup target since.
-func (p *process) refreshCgroup(targets *ebpf.Map, index int) {
+func (p *process) refreshCgroup(objs *reqprofObjects, index int) {
 	if p.Cgroup == "" {
 		return
 	}
@@ -328,7 +364,11 @@ func (p *process) refreshCgroup(targets *ebpf.Map, index int) {
 		return
 	}
 	for _, pid := range pids {
-		_ = targets.Update(uint32(pid), uint32(index), ebpf.UpdateNoExist)
+		var known uint32
+		if objs.Targets.Lookup(uint32(pid), &known) == nil {
+			continue
+		}
+		_, _ = addProcess(objs, pid, index, ebpf.UpdateNoExist)
 	}
 	if len(pids) > 1 {
 		p.members = pids
@@ -395,7 +435,11 @@ func attachedLine(procs []*process) string {
 	var parts []string
 	threads := 0
 	for _, p := range procs {
-		parts = append(parts, fmt.Sprintf("%d (%s)", p.PID, p.comm))
+		part := fmt.Sprintf("%d (%s)", p.PID, p.comm)
+		if p.goroutines != "" {
+			part += ", Go: goroutines " + p.goroutines
+		}
+		parts = append(parts, part)
 		threads += threadCount(p.PID)
 	}
 	return fmt.Sprintf("reqprof: attached to %s, %d threads", strings.Join(parts, ", "), threads)
@@ -424,7 +468,7 @@ func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObject
 		overhead.poll()
 		alive := 0
 		for i, p := range procs {
-			p.refreshCgroup(objs.Targets, i)
+			p.refreshCgroup(objs, i)
 			if p.exited {
 				continue
 			}

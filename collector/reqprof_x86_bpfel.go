@@ -48,6 +48,19 @@ type reqprofCpuState struct {
 	SoftirqVec     uint32
 }
 
+type reqprofGoLayout struct {
+	_          structs.HostLayout
+	TlsOffset  int64
+	GoidOffset uint64
+}
+
+type reqprofGoroutineKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Goid uint64
+}
+
 type reqprofRequestRecord struct {
 	_            structs.HostLayout
 	Conn         uint64
@@ -114,9 +127,12 @@ type reqprofThreadState struct {
 	HandoffPending      uint32
 	HandoffPendingDepth uint32
 	Served              uint32
-	Pad2                uint32
+	Go                  uint32
 	UnattributedNs      uint64
 	AdvanceNs           uint64
+	TlsOffset           int64
+	GoidOffset          uint64
+	Goid                uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -126,6 +142,8 @@ const (
 	reqprofMapConnTemplate         = "conn_template"
 	reqprofMapConns                = "conns"
 	reqprofMapCpus                 = "cpus"
+	reqprofMapGoLayouts            = "go_layouts"
+	reqprofMapGoroutines           = "goroutines"
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapRequests             = "requests"
 	reqprofMapStats                = "stats"
@@ -228,6 +246,8 @@ type reqprofMapSpecs struct {
 	ConnTemplate *ebpf.MapSpec `ebpf:"conn_template"`
 	Conns        *ebpf.MapSpec `ebpf:"conns"`
 	Cpus         *ebpf.MapSpec `ebpf:"cpus"`
+	GoLayouts    *ebpf.MapSpec `ebpf:"go_layouts"`
+	Goroutines   *ebpf.MapSpec `ebpf:"goroutines"`
 	ListenPorts  *ebpf.MapSpec `ebpf:"listen_ports"`
 	Requests     *ebpf.MapSpec `ebpf:"requests"`
 	Stats        *ebpf.MapSpec `ebpf:"stats"`
@@ -274,6 +294,8 @@ type reqprofMaps struct {
 	ConnTemplate *ebpf.Map `ebpf:"conn_template"`
 	Conns        *ebpf.Map `ebpf:"conns"`
 	Cpus         *ebpf.Map `ebpf:"cpus"`
+	GoLayouts    *ebpf.Map `ebpf:"go_layouts"`
+	Goroutines   *ebpf.Map `ebpf:"goroutines"`
 	ListenPorts  *ebpf.Map `ebpf:"listen_ports"`
 	Requests     *ebpf.Map `ebpf:"requests"`
 	Stats        *ebpf.Map `ebpf:"stats"`
@@ -286,6 +308,8 @@ func (m *reqprofMaps) Close() error {
 		m.ConnTemplate,
 		m.Conns,
 		m.Cpus,
+		m.GoLayouts,
+		m.Goroutines,
 		m.ListenPorts,
 		m.Requests,
 		m.Stats,

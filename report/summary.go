@@ -114,6 +114,7 @@ type TargetSummary struct {
 	LostEvents    uint64            `json:"lost_events"`
 	LostBreakdown map[string]uint64 `json:"lost_breakdown,omitempty"`
 	Exited        bool              `json:"exited"`
+	Goroutines    string            `json:"goroutines,omitempty"`
 
 	// Partial is true when the figures are known to be incomplete; Warnings
 	// says why. Warnings is never null in JSON, so readers need no null case.
@@ -271,6 +272,7 @@ func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) Targ
 		LostEvents:    t.LostEvents,
 		LostBreakdown: t.LostBreakdown,
 		Exited:        t.Exited,
+		Goroutines:    t.Goroutines,
 
 		Warnings: warnings(t),
 	}

@@ -53,6 +53,9 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	fmt.Fprintf(b, " — %s %s in %s s (%s req/s)\n",
 		groupDigits(strconv.Itoa(t.Requests)), plural(t.Requests, "request", "requests"),
 		tenths(s.DurationS), tenths(t.RequestsPerS))
+	if t.Goroutines != "" {
+		fmt.Fprintf(b, "Go: goroutines %s\n", printable(t.Goroutines))
+	}
 
 	if t.Requests == 0 {
 		b.WriteString("no finished requests\n")

@@ -112,6 +112,10 @@ type Target struct {
 	// too slowly), "thread_map_full", "conn_map_full", "malformed".
 	LostBreakdown map[string]uint64
 	Exited        bool // the process exited before the window closed
+	// Goroutines says, for a Go process, whether its CPU follows its
+	// goroutines ("followed") or, and why not, only its threads; empty
+	// for any other process.
+	Goroutines string
 }
 
 // AttributedNs is CPU charged to any request, finished or not.
