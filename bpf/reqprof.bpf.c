@@ -582,10 +582,14 @@ static __always_inline void note_goroutine(struct thread_state *st, __u64 cookie
 }
 
 /* The thread takes up the connection of the goroutine it runs, before the
- * piece of CPU that goroutine ran is charged. On the runtime's own stack it
- * keeps the connection it had: what the scheduler does after a goroutine
- * parks is that goroutine's request's loop, as for a thread. A goroutine
- * that never touched a connection (a GC worker, a timer) serves none. */
+ * piece of CPU that goroutine ran is charged. Where the goroutine says
+ * nothing, the thread keeps the connection it had, as a thread that is not
+ * Go's does: on the runtime's own stack (what the scheduler does after a
+ * goroutine parks is that request's loop), and in a goroutine that never
+ * touched a connection (a worker handed a request with a wake-up, a GC
+ * worker). A goroutine handed work over a channel by one that read the
+ * request is the limit: it is charged to the connection it last served
+ * itself, if any, until it writes the response. */
 static __always_inline void follow_goroutine(struct thread_state *st)
 {
 	__u64 goid = current_goid(st);
@@ -598,10 +602,12 @@ static __always_inline void follow_goroutine(struct thread_state *st)
 		return;
 	struct goroutine_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .goid = goid};
 	__u64 *served = bpf_map_lookup_elem(&goroutines, &key);
-	__u64 conn = served ? *served : 0;
+	if (!served)
+		return;
+	__u64 conn = *served;
 	/* The goroutine is past its request when the connection's response
 	 * is out: its CPU is then the tail, as for a thread after a write. */
-	struct conn_state *c = conn ? bpf_map_lookup_elem(&conns, &conn) : 0;
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &conn);
 	__u32 in_tail = c && c->phase == PHASE_RESPONDING;
 	if (conn == st->conn && in_tail == st->in_tail)
 		return;
@@ -898,10 +904,7 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 {
 	__u32 waker_tid;
 	struct thread_state *waker = current_thread(this_cpu(), &waker_tid);
-	/* A Go thread wakes another to run whichever goroutine is runnable:
-	 * its goroutines are followed instead. */
-	if (!waker || !waker->conn || waker->in_tail || waker->handoff_depth >= MAX_HANDOFF_DEPTH ||
-	    waker->go == GO_YES)
+	if (!waker || !waker->conn || waker->in_tail || waker->handoff_depth >= MAX_HANDOFF_DEPTH)
 		return 0;
 	__u32 tgid = p->tgid;
 	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
