@@ -55,8 +55,8 @@ type Config struct {
 
 	// Workers is the pool model's number of worker threads; 0 means
 	// DefaultWorkers. Other models ignore it. The pool model raises the
-	// process's GOMAXPROCS to Workers+2 if it is lower, so that its threads
-	// seldom wait for one another in Go's scheduler.
+	// process's GOMAXPROCS to Workers+2 if it is lower, and the epoll
+	// model to 2, so that every serving thread keeps a P of its own.
 	Workers int
 }
 

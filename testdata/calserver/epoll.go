@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +73,7 @@ func (p *poller) loop(h pollHandler) {
 	runtime.LockOSThread()
 	var events [64]unix.EpollEvent
 	for {
-		n, err := unix.EpollWait(p.epollFD, events[:], -1)
+		n, err := epollWaitRaw(p.epollFD, events[:], int(blockingSyscallTimeout/time.Millisecond))
 		if err == unix.EINTR { // epoll_wait is never restarted after a signal
 			continue
 		}
@@ -147,6 +149,11 @@ func startEpoll(s *Server, listen string) (engine, error) {
 	p, addr, err := newPoller(listen)
 	if err != nil {
 		return nil, err
+	}
+	// The loop's thread keeps a P while it waits (see
+	// blockingSyscallTimeout): one more for the rest of the process.
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
 	}
 	e := &epollEngine{poller: p, s: s, conns: make(map[int32]*epollConn)}
 	s.addr = addr
@@ -233,4 +240,26 @@ func (e *epollEngine) closeConns() {
 	for _, c := range e.conns {
 		e.closeConn(c)
 	}
+}
+
+// The serving threads block in raw syscalls (epoll_wait, futex), as a C
+// server's threads would, not through the Go runtime's syscall wrappers.
+// Through them, each thread's P (Go's right to run Go code) passes into a
+// syscall state that the runtime's monitor thread, sysmon, polls every
+// 20 µs and takes back from a locked goroutine that has not yielded in 10
+// ms: that kept sysmon polling for as long as the server was busy, some 12%
+// of a one-worker pool's CPU, which is the runtime's and no request's. A
+// thread in a raw syscall keeps its P and cannot be stopped for the
+// garbage collector's stop-the-world, so none blocks for longer than
+// blockingSyscallTimeout: a stop waits that long at most. (GOMAXPROCS is
+// raised to give every serving thread a P of its own.)
+const blockingSyscallTimeout = 5 * time.Millisecond
+
+// epollWaitRaw is epoll_wait(2) as a raw syscall; see blockingSyscallTimeout.
+func epollWaitRaw(epfd int, events []unix.EpollEvent, msec int) (int, error) {
+	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }

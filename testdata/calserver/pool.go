@@ -352,18 +352,14 @@ func (q *jobQueue) close() {
 }
 
 // futexWait sleeps until a FUTEX_WAKE on word, unless word no longer holds
-// val. It may also return early (a signal); callers look again either way.
-//
-// Unlike the wake, it goes through unix.Syscall6 rather than RawSyscall6: a
-// goroutine blocked in a raw syscall keeps its P (Go's right to run Go code)
-// and cannot be preempted, so that sleeping workers would hold Ps the other
-// threads need and stall every stop-the-world, the garbage collector's
-// included. Syscall6 only tells the scheduler the thread is in a syscall; the
-// futex call is the same.
+// val, for at most blockingSyscallTimeout. It may also return early (a
+// signal, the timeout); callers look again either way. It is a raw syscall
+// for the reason blockingSyscallTimeout gives.
 func futexWait(word *atomic.Uint32, val uint32) {
 	// EAGAIN (word changed) and EINTR are the expected errors; EFAULT and
 	// EINVAL cannot be, with a valid aligned word.
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitPrivate, uintptr(val), 0, 0, 0)
+	timeout := unix.NsecToTimespec(int64(blockingSyscallTimeout))
+	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitPrivate, uintptr(val), uintptr(unsafe.Pointer(&timeout)), 0, 0)
 }
 
 // futexWake wakes up to n threads sleeping on word, and reports how many it
