@@ -218,6 +218,7 @@ struct target_stats {
 	__u64 runqueue_ns;         /* all run-queue wait of target threads, in requests or not */
 	__u64 offcpu_ns;           /* all blocked time of target threads */
 	__u64 children_followed;   /* processes forked by a target and added to it */
+	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
 };
 
 /* Per CPU: which task was last seen here and whether it is a target (lets
@@ -725,6 +726,7 @@ static __always_inline void emit(struct conn_state *c, __u64 cookie)
 		return;
 	}
 	r->conn = cookie;
+	COUNT(s, finished, 1);
 	__u32 len = r->payload_len;
 	if (len > PAYLOAD_MAX)
 		len = PAYLOAD_MAX;

@@ -227,6 +227,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.ChildrenFollowed += s.ChildrenFollowed
 		sum.RunqueueNs += s.RunqueueNs
 		sum.OffcpuNs += s.OffcpuNs
+		sum.Finished += s.Finished
 	}
 	return sum
 }

@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		return report.Run{}, err
 	}
 
-	overhead := newOverheadMeter(objs)
+	overhead := newOverheadMeter(objs, len(procs))
 	if err := enableAndCalibrate(objs, overhead); err != nil {
 		return report.Run{}, err
 	}

@@ -18,28 +18,31 @@ import (
 // held, at the price of two clock reads in every program run: on this VM
 // some 50 ns a run, more than half of what the programs cost a target's
 // syscall, and a target's threads pay it and are charged for it. So the
-// statistics are kept for one poll of every statsPeriod polls (a twentieth
-// of a long window), and their figures scaled to the window. The first
+// statistics are kept for one poll of every statsPeriod polls (a tenth of a
+// long window), and the run time per request is their run time over the
+// requests finished meanwhile. The first
 // sample is the window's second poll, not its first, so that a short
 // window runs as any other part of a long one. The syscall entry cost
 // charged to each syscall is switched with them, as it is calibrated both
 // ways.
 type overheadMeter struct {
-	objs  *reqprofObjects
-	progs []*ebpf.Program
+	objs    *reqprofObjects
+	progs   []*ebpf.Program
+	targets int
 
 	supported        bool   // the kernel keeps statistics
 	entryNs          uint64 // syscall entry cost, calibrated without statistics
 	entryNsWithStats uint64 // and with them
 
-	stats      io.Closer // held while statistics are kept
-	statsSince time.Time
-	polls      int // since the window opened
-	ns0, runs0 uint64
+	stats                 io.Closer // held while statistics are kept
+	statsSince            time.Time
+	polls                 int // since the window opened
+	ns0, runs0, finished0 uint64
 
-	sampled time.Duration
-	bpfNs   uint64
-	bpfRuns uint64
+	sampled         time.Duration
+	bpfNs           uint64
+	bpfRuns         uint64
+	sampledFinished uint64 // requests the targets finished while statistics were kept
 
 	opened time.Time
 	cpuNs0 uint64
@@ -47,10 +50,10 @@ type overheadMeter struct {
 
 // statsPeriod is how many polls make one period of the statistics: kept
 // for the first of them.
-const statsPeriod = 20
+const statsPeriod = 10
 
-func newOverheadMeter(objs *reqprofObjects) *overheadMeter {
-	m := &overheadMeter{objs: objs, progs: []*ebpf.Program{
+func newOverheadMeter(objs *reqprofObjects, targets int) *overheadMeter {
+	m := &overheadMeter{objs: objs, targets: targets, progs: []*ebpf.Program{
 		objs.OnSchedSwitch, objs.OnSchedWaking, objs.OnSchedProcessFork, objs.OnSchedWakeup, objs.OnSchedWakeupNew, objs.OnSysEnter, objs.OnSysExit,
 		objs.OnSockRecvLength, objs.OnSockSendLength, objs.OnInetSockSetState, objs.OnSoftirqEntry,
 		objs.OnSoftirqExit, objs.OnIrqHandlerEntry, objs.OnIrqHandlerExit, objs.OnLocalTimerEntry,
@@ -121,7 +124,7 @@ func (m *overheadMeter) keepStats() {
 		m.setEntry(m.entryNs)
 		return
 	}
-	m.stats, m.statsSince, m.ns0, m.runs0 = closer, time.Now(), ns, runs
+	m.stats, m.statsSince, m.ns0, m.runs0, m.finished0 = closer, time.Now(), ns, runs, m.finished()
 }
 
 func (m *overheadMeter) dropStats() {
@@ -129,14 +132,31 @@ func (m *overheadMeter) dropStats() {
 		return
 	}
 	ns, runs, ok := m.bpfTotals()
-	if ok && ns >= m.ns0 && runs >= m.runs0 {
+	finished := m.finished()
+	if ok && ns >= m.ns0 && runs >= m.runs0 && finished >= m.finished0 {
 		m.sampled += time.Since(m.statsSince)
 		m.bpfNs += ns - m.ns0
 		m.bpfRuns += runs - m.runs0
+		m.sampledFinished += finished - m.finished0
 	}
 	m.stats.Close()
 	m.stats = nil
 	m.setEntry(m.entryNs)
+}
+
+// finished is how many requests the targets have finished so far, by the
+// programs' count: those finished while the statistics are kept are what
+// their run time is divided by, whatever the load did in the rest of the
+// window.
+func (m *overheadMeter) finished() uint64 {
+	var sum uint64
+	for i := range m.targets {
+		var perCPU []reqprofTargetStats
+		if m.objs.Stats.Lookup(uint32(i), &perCPU) == nil {
+			sum += sumStats(perCPU).Finished
+		}
+	}
+	return sum
 }
 
 func (m *overheadMeter) bpfTotals() (ns, runs uint64, ok bool) {
@@ -152,7 +172,7 @@ func (m *overheadMeter) bpfTotals() (ns, runs uint64, ok bool) {
 }
 
 // close ends the measurement and says what it found: the programs' run
-// time while the statistics were kept, scaled to the window.
+// time while the statistics were kept, and the requests finished meanwhile.
 func (m *overheadMeter) close() report.Overhead {
 	m.dropStats()
 	var o report.Overhead
@@ -168,13 +188,10 @@ func (m *overheadMeter) close() report.Overhead {
 		o.BPFUnknown = fmt.Sprintf("window too short: BPF statistics are first kept after %v", pollInterval)
 		return o
 	}
-	window := time.Since(m.opened)
-	scale := max(1, window.Seconds()/m.sampled.Seconds())
 	o.Measured = true
-	o.BPFNs = uint64(float64(m.bpfNs) * scale)
-	o.BPFRuns = uint64(float64(m.bpfRuns) * scale)
-	if scale > 1 {
-		o.BPFSampled = m.sampled
+	o.BPFNs, o.BPFRuns = m.bpfNs, m.bpfRuns
+	if window := time.Since(m.opened); window > m.sampled {
+		o.BPFSampled, o.BPFSampledRequests, o.BPFWindow = m.sampled, m.sampledFinished, window
 	}
 	return o
 }

@@ -102,6 +102,7 @@ type reqprofTargetStats struct {
 	RunqueueNs           uint64
 	OffcpuNs             uint64
 	ChildrenFollowed     uint64
+	Finished             uint64
 }
 
 type reqprofThreadState struct {

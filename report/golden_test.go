@@ -90,7 +90,7 @@ func oneTargetRun() Run {
 		Meta:     Meta{SyscallEntryNs: 85},
 		Duration: 10 * time.Second,
 		// 200 requests: 310 ns of BPF each.
-		Overhead: Overhead{Measured: true, BPFNs: 62_000, BPFRuns: 1_550, BPFSampled: 200 * time.Millisecond, CollectorCPUNs: 3_500_000, CollectorMaxRSSKB: 28_672},
+		Overhead: Overhead{Measured: true, BPFNs: 62_000, BPFRuns: 1_550, BPFSampled: 200 * time.Millisecond, BPFSampledRequests: 180, BPFWindow: time.Second, CollectorCPUNs: 3_500_000, CollectorMaxRSSKB: 28_672},
 		Targets: []Target{{
 			PID: 4242, Comm: "uvicorn", Threads: 4,
 			Requests:           requestsOneTo200(),

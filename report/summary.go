@@ -179,9 +179,13 @@ type OverheadSummary struct {
 	BPFNsPerRequest *float64 `json:"bpf_ns_per_request,omitempty"`
 	BPFNsPerRun     *float64 `json:"bpf_ns_per_run,omitempty"`
 	BPFCPUUs        *float64 `json:"bpf_cpu_us,omitempty"`
-	// BPFStatsSampledS: the BPF figures are scaled from statistics kept
-	// this many seconds of the window; absent when kept for all of it.
+	// BPFStatsSampledS: the kernel kept BPF statistics this many seconds of
+	// the window (absent when all of it); bpf_cpu_us is then their run time
+	// scaled to the window.
 	BPFStatsSampledS *float64 `json:"bpf_stats_sampled_s,omitempty"`
+	// BPFStatsSampledRequests is how many requests finished meanwhile:
+	// bpf_ns_per_request is the sample's run time over them.
+	BPFStatsSampledRequests *uint64 `json:"bpf_stats_sampled_requests,omitempty"`
 	// BPFUnknown says why the BPF figures are absent.
 	BPFUnknown        string  `json:"bpf_unknown,omitempty"`
 	CollectorCPUUs    float64 `json:"collector_cpu_us"`
@@ -201,22 +205,28 @@ func summarizeOverhead(run Run) *OverheadSummary {
 		s.BPFUnknown = o.BPFUnknown
 		return s
 	}
-	cpu := usFromNs(o.BPFNs)
-	s.BPFCPUUs = &cpu
-	if o.BPFSampled > 0 {
-		s.BPFStatsSampledS = new(roundTenth(o.BPFSampled.Seconds()))
-	}
 	if o.BPFRuns > 0 {
 		perRun := roundTenth(float64(o.BPFNs) / float64(o.BPFRuns))
 		s.BPFNsPerRun = &perRun
 	}
+	if o.BPFSampled > 0 {
+		// Kept for part of the window: the run time over the window is
+		// scaled by time, the run time per request is the sample's own.
+		s.BPFStatsSampledS = new(roundTenth(o.BPFSampled.Seconds()))
+		s.BPFStatsSampledRequests = new(o.BPFSampledRequests)
+		s.BPFCPUUs = new(usFromNs(uint64(float64(o.BPFNs) * max(1, o.BPFWindow.Seconds()/o.BPFSampled.Seconds()))))
+		if o.BPFSampledRequests > 0 {
+			s.BPFNsPerRequest = new(roundTenth(float64(o.BPFNs) / float64(o.BPFSampledRequests)))
+		}
+		return s
+	}
+	s.BPFCPUUs = new(usFromNs(o.BPFNs))
 	requests := 0
 	for _, t := range run.Targets {
 		requests += t.totals().Requests
 	}
 	if requests > 0 {
-		perRequest := roundTenth(float64(o.BPFNs) / float64(requests))
-		s.BPFNsPerRequest = &perRequest
+		s.BPFNsPerRequest = new(roundTenth(float64(o.BPFNs) / float64(requests)))
 	}
 	return s
 }

@@ -309,3 +309,35 @@ func TestOverheadUnknownSaysWhy(t *testing.T) {
 		t.Errorf("footer lacks %q:\n%s", want, table.String())
 	}
 }
+
+// Statistics kept for part of the window: the run time per request is the
+// sample's over the requests finished meanwhile, whatever the rest of the
+// window did, and the run time over the window is scaled by time.
+func TestOverheadFromSampledStatistics(t *testing.T) {
+	run := sampledRun()
+	run.Overhead = Overhead{Measured: true, BPFNs: 2_000_000, BPFRuns: 40_000,
+		BPFSampled: time.Second, BPFSampledRequests: 4_000, BPFWindow: 10 * time.Second}
+	o := Summarize(run).Overhead
+	if o.BPFNsPerRequest == nil || *o.BPFNsPerRequest != 500 {
+		t.Errorf("BPF ns per request %v, want 500: 2 ms over the 4,000 requests of the sample", o.BPFNsPerRequest)
+	}
+	if o.BPFCPUUs == nil || *o.BPFCPUUs != 20_000 {
+		t.Errorf("BPF CPU %v µs, want 20,000: 2 ms in 1 s of a 10 s window", o.BPFCPUUs)
+	}
+	if o.BPFNsPerRun == nil || *o.BPFNsPerRun != 50 {
+		t.Errorf("BPF ns per run %v, want 50", o.BPFNsPerRun)
+	}
+
+	run.Overhead.BPFSampledRequests = 0
+	s := Summarize(run)
+	if s.Overhead.BPFNsPerRequest != nil {
+		t.Errorf("BPF ns per request %v with no request in the sample, want none", *s.Overhead.BPFNsPerRequest)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, s); err != nil {
+		t.Fatal(err)
+	}
+	if want := "(no request finished meanwhile; 50.0 ns per program run)"; !strings.Contains(table.String(), want) {
+		t.Errorf("footer lacks %q:\n%s", want, table.String())
+	}
+}

@@ -271,18 +271,35 @@ func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
 		}
 		fmt.Fprintf(b, "BPF run time unknown (%s)", reason)
 	} else {
-		fmt.Fprintf(b, "BPF %s ms", ms(*o.BPFCPUUs))
-		if o.BPFNsPerRequest != nil {
-			fmt.Fprintf(b, " = %s ns per finished request", tenths(*o.BPFNsPerRequest))
-		}
-		if o.BPFNsPerRun != nil {
-			fmt.Fprintf(b, " (%s ns per program run)", tenths(*o.BPFNsPerRun))
-		}
-		if o.BPFStatsSampledS != nil {
-			fmt.Fprintf(b, ", scaled from BPF statistics kept %s s of the window", tenths(*o.BPFStatsSampledS))
-		}
+		writeBPFCost(b, o)
 	}
 	fmt.Fprintf(b, "; collector %s ms CPU, %s MB peak memory\n", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))
+}
+
+// writeBPFCost says what the programs cost, and from which statistics.
+func writeBPFCost(b *bytes.Buffer, o *OverheadSummary) {
+	fmt.Fprintf(b, "BPF %s ms", ms(*o.BPFCPUUs))
+	sampled := o.BPFStatsSampledS != nil && o.BPFStatsSampledRequests != nil
+	if sampled {
+		fmt.Fprintf(b, " over the window, scaled from BPF statistics kept %s s of it", tenths(*o.BPFStatsSampledS))
+	}
+	var notes []string
+	switch {
+	case o.BPFNsPerRequest != nil && sampled:
+		n := *o.BPFStatsSampledRequests
+		fmt.Fprintf(b, " = %s ns per request finished meanwhile", tenths(*o.BPFNsPerRequest))
+		notes = append(notes, groupDigits(strconv.FormatUint(n, 10))+" "+plural(int(min(n, 2)), "request", "requests"))
+	case o.BPFNsPerRequest != nil:
+		fmt.Fprintf(b, " = %s ns per finished request", tenths(*o.BPFNsPerRequest))
+	case sampled:
+		notes = append(notes, "no request finished meanwhile")
+	}
+	if o.BPFNsPerRun != nil {
+		notes = append(notes, tenths(*o.BPFNsPerRun)+" ns per program run")
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(b, " (%s)", strings.Join(notes, "; "))
+	}
 }
 
 // writeSources names where most unattributed CPU went, on a line of its own.

@@ -263,9 +263,12 @@ type Overhead struct {
 	BPFNs    uint64 // run time of reqprof's BPF programs, on every CPU, for every process's events
 	BPFRuns  uint64 // their invocations
 	// BPFSampled is how long the kernel kept the statistics, when only for
-	// part of the window: BPFNs and BPFRuns are then what it counted
-	// meanwhile, scaled to the whole window. 0: kept for all of it.
-	BPFSampled time.Duration
+	// part of the window, BPFWindow: BPFNs and BPFRuns are then what it
+	// counted meanwhile, while the targets finished BPFSampledRequests
+	// requests. 0: kept for all of it.
+	BPFSampled         time.Duration
+	BPFSampledRequests uint64
+	BPFWindow          time.Duration
 	// BPFUnknown says why the BPF figures are unknown, when they are.
 	BPFUnknown string
 	// The collector process (user space): its CPU over the window and its
