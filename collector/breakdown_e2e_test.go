@@ -59,26 +59,32 @@ func causeMeanUs(target report.Target, cause string) float64 {
 // times has a write row larger by what those writes cost, as the server
 // measured them with its own thread CPU clock.
 func TestWritesShowInTheWriteRow(t *testing.T) {
-	const requests, writes = 600, 300
+	const requests, writes, windows = 600, 300, 3
 	plain, _ := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us")
-	writing, truth := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us",
-		"--devnull-writes", strconv.Itoa(writes), "--devnull-bytes", "4096")
-	grew := causeMeanUs(writing, "syscall:write") - causeMeanUs(plain, "syscall:write")
-	// The server's clock around its writes also counts its loop's user
-	// instructions, which reqprof rightly counts as user time.
-	kernelUs := truth.devNullUs - writes*truth.devNullLoopUserNs/1e3
-	t.Logf("write row: %.1f → %.1f µs per request (+%.1f); server measured its /dev/null writes at %.1f µs, %.1f µs of it outside its loop's user code",
-		causeMeanUs(plain, "syscall:write"), causeMeanUs(writing, "syscall:write"), grew, truth.devNullUs, kernelUs)
-	// The per-syscall entry cost is calibrated with the programs as they
-	// run in the window (BPF statistics on): calibrated without them, each
-	// write came out some 40 ns short and the row 6% to 17% low.
-	if !within(grew, kernelUs, 0.05) {
-		t.Errorf("write row grew by %.1f µs per request, the server's writes cost %.1f µs: more than 5%% apart", grew, kernelUs)
+	// Each window calibrates the syscall entry cost anew, and on this VM a
+	// stretch of some ms can run every syscall a fifth slower: a window
+	// measured in one while calibrated outside it, or the other way round,
+	// is a few % off per syscall. The comparison is over a few windows.
+	var grewSum, kernelSum float64
+	for range windows {
+		writing, truth := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us",
+			"--devnull-writes", strconv.Itoa(writes), "--devnull-bytes", "4096")
+		grew := causeMeanUs(writing, "syscall:write") - causeMeanUs(plain, "syscall:write")
+		// The server's clock around its writes also counts its loop's
+		// user instructions, which reqprof rightly counts as user time.
+		kernelUs := truth.devNullUs - writes*truth.devNullLoopUserNs/1e3
+		t.Logf("write row: %.1f → %.1f µs per request (+%.1f); server measured its /dev/null writes at %.1f µs, %.1f µs of it outside its loop's user code (%.1f%%)",
+			causeMeanUs(plain, "syscall:write"), causeMeanUs(writing, "syscall:write"), grew, truth.devNullUs, kernelUs, 100*grew/kernelUs)
+		grewSum += grew
+		kernelSum += kernelUs
+		if calls := float64(writing.KernelBreakdown["syscall:write"].Calls) / requests; calls != writes+1 {
+			t.Errorf("%.2f write calls per request, want 301 (300 to /dev/null, 1 response)", calls)
+		}
+		checkBreakdownAddsUp(t, writing)
 	}
-	if calls := float64(writing.KernelBreakdown["syscall:write"].Calls) / requests; calls != writes+1 {
-		t.Errorf("%.2f write calls per request, want 301 (300 to /dev/null, 1 response)", calls)
+	if !within(grewSum, kernelSum, 0.05) {
+		t.Errorf("write row grew by %.1f µs per request, the server's writes cost %.1f µs: more than 5%% apart", grewSum/windows, kernelSum/windows)
 	}
-	checkBreakdownAddsUp(t, writing)
 }
 
 // checkBreakdownAddsUp: BPF keeps each request's kernel time by cause in

@@ -32,6 +32,33 @@ const calibrationTarget = maxTargets - 1
 // the CPU clock's cost per getppid() less what the programs charge. The
 // programs must be attached and enabled.
 func calibrateSyscallEntry(objs *reqprofObjects) (uint64, error) {
+	// The middle of a few measures some ms apart: on a virtual machine a
+	// stretch of a few ms can run every syscall a fifth slower (the host's
+	// doing), and a measure taken in one would overcharge every syscall of
+	// the window by as much.
+	var spells []uint64
+	for i := range calibrationSpells {
+		if i > 0 {
+			time.Sleep(calibrationSpacing)
+		}
+		ns, err := measureSyscallEntry(objs)
+		if err != nil {
+			return 0, err
+		}
+		spells = append(spells, ns)
+	}
+	slices.Sort(spells)
+	return spells[len(spells)/2], nil
+}
+
+// calibrationSpells measures, calibrationSpacing apart, make one
+// calibration.
+const (
+	calibrationSpells  = 3
+	calibrationSpacing = 20 * time.Millisecond
+)
+
+func measureSyscallEntry(objs *reqprofObjects) (uint64, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	self := uint32(os.Getpid())
