@@ -291,13 +291,9 @@ func checkTarget(t TargetSummary, where string) []error {
 	}
 	// The histogram and the routes' samples hold the requests sampled:
 	// every finished one, unless sampled_requests says how many.
-	sampled := t.Requests
-	if t.SampledRequests != nil {
-		sampled = *t.SampledRequests
-		if sampled < 0 || sampled > t.Requests {
-			errs = append(errs, fmt.Errorf("%s.sampled_requests is %d, want 0 to requests, %d", where, sampled, t.Requests))
-			return errs
-		}
+	sampled, err := sampledOf(t.Requests, t.SampledRequests, where)
+	if err != nil {
+		return append(errs, err)
 	}
 	if t.CPUHistogram != nil {
 		if err := checkHistogram(*t.CPUHistogram, sampled); err != nil {
@@ -341,13 +337,9 @@ func checkRoutes(routes []RouteSummary, requests, sampled int, where string) []e
 			return errs
 		}
 		left -= r.Requests
-		routeSampled := r.Requests
-		if r.SampledRequests != nil {
-			routeSampled = *r.SampledRequests
-			if routeSampled < 0 || routeSampled > r.Requests {
-				errs = append(errs, fmt.Errorf("%s.sampled_requests is %d, want 0 to its requests, %d", where, routeSampled, r.Requests))
-				return errs
-			}
+		routeSampled, err := sampledOf(r.Requests, r.SampledRequests, where)
+		if err != nil {
+			return append(errs, err)
 		}
 		if routeSampled > sampledLeft {
 			errs = append(errs, fmt.Errorf("%s: sampled requests add up to more than the target's, %d", where, sampled))
@@ -395,4 +387,16 @@ func checkHistogram(h Histogram, requests int) error {
 		return fmt.Errorf("counts add up to %d, want requests, %d", requests-left, requests)
 	}
 	return nil
+}
+
+// sampledOf is how many of requests a sample holds: all of them, unless
+// sampled says how many, which must be 0 to requests.
+func sampledOf(requests int, sampled *int, where string) (int, error) {
+	if sampled == nil {
+		return requests, nil
+	}
+	if *sampled < 0 || *sampled > requests {
+		return 0, fmt.Errorf("%s.sampled_requests is %d, want 0 to requests, %d", where, *sampled, requests)
+	}
+	return *sampled, nil
 }
