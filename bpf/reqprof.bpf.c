@@ -501,6 +501,15 @@ static __always_inline void charge(struct thread_state *st, __u64 ns, int syscal
 	charge_to(st, destination(st), ns, syscall_nr);
 }
 
+/* Adds atomically, and only what is there to add: most of a cost's fields
+ * are 0 (softirq vectors that did not run), and a locked add of 0 costs
+ * as much as any. */
+#define ADD_NONZERO(field, n)                                                                              \
+	do {                                                                                                 \
+		if (n)                                                                                       \
+			__sync_fetch_and_add(&(field), (n));                                                 \
+	} while (0)
+
 /* Moves a tail's CPU into the request it follows, and counts it as loop
  * time. Its waiting is not the request's: once the response is out, a
  * thread that sleeps or waits for a CPU is waiting for the next request. */
@@ -510,11 +519,11 @@ static __always_inline void settle_tail(struct conn_state *c)
 	struct cost *r = &c->rec.cost;
 	struct target_stats *s = stats_of(c->rec.target);
 	COUNT(s, between_requests_ns, t->user_ns + kernel_ns_of(t));
-	__sync_fetch_and_add(&r->user_ns, t->user_ns);
-	__sync_fetch_and_add(&r->irq_ns, t->irq_ns);
-	__sync_fetch_and_add(&r->page_faults, t->page_faults);
+	ADD_NONZERO(r->user_ns, t->user_ns);
+	ADD_NONZERO(r->irq_ns, t->irq_ns);
+	ADD_NONZERO(r->page_faults, t->page_faults);
 	for (int i = 0; i < NR_SOFTIRQS; i++)
-		__sync_fetch_and_add(&r->softirq_ns[i], t->softirq_ns[i]);
+		ADD_NONZERO(r->softirq_ns[i], t->softirq_ns[i]);
 	for (int i = 0; i < SYSCALL_SLOTS; i++) {
 		struct syscall_slot *slot = &t->syscalls[i];
 		if (slot->nr)
