@@ -576,6 +576,13 @@ static __always_inline __u64 current_goid(struct thread_state *st)
 	return goid;
 }
 
+/* The goroutines map's key for goroutine goid of the current process. */
+static __always_inline struct goroutine_key goroutine_key_of(__u64 goid)
+{
+	struct goroutine_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .goid = goid};
+	return key;
+}
+
 /* A goroutine read or wrote a served connection: it serves it now. The
  * map is written only when that changes, once in a goroutine's life for a
  * net/http connection's: an update of an LRU map takes its locks. */
@@ -585,7 +592,7 @@ static __always_inline void note_goroutine(struct thread_state *st, __u64 cookie
 	if (!goid)
 		return;
 	st->goid = goid;
-	struct goroutine_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .goid = goid};
+	struct goroutine_key key = goroutine_key_of(goid);
 	__u64 *conn = bpf_map_lookup_elem(&goroutines, &key);
 	if (!conn || *conn != cookie)
 		bpf_map_update_elem(&goroutines, &key, &cookie, BPF_ANY);
@@ -610,7 +617,7 @@ static __always_inline void follow_goroutine(struct thread_state *st)
 	st->goid = goid;
 	if (!goid)
 		return;
-	struct goroutine_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .goid = goid};
+	struct goroutine_key key = goroutine_key_of(goid);
 	__u64 *served = bpf_map_lookup_elem(&goroutines, &key);
 	if (!served)
 		return;

@@ -75,12 +75,6 @@ func routeName(key RouteKey, by GroupBy) string {
 	return key.Route
 }
 
-// groupRoutes summarizes reqs, every request of a target, by route; as
-// groupSampledRoutes.
-func groupRoutes(reqs []Request, by GroupBy) []RouteSummary {
-	return groupSampledRoutes(routeTotalsOf(reqs), reqs, by)
-}
-
 // routeGroup is one route of a summary: the totals of its requests, and
 // the indices of those in the sample.
 type routeGroup struct {

@@ -153,3 +153,9 @@ func TestGroupRoutesKeepsTheCollectorsFoldLast(t *testing.T) {
 			len(routes), other.Route, other.Requests, maxRoutes, OtherRoutes)
 	}
 }
+
+// groupRoutes summarizes reqs, every request of a target, by route; as
+// groupSampledRoutes.
+func groupRoutes(reqs []Request, by GroupBy) []RouteSummary {
+	return groupSampledRoutes(routeTotalsOf(reqs), reqs, by)
+}
