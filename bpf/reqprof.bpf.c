@@ -201,6 +201,11 @@ struct thread_state {
 	__s64 tls_offset;    /* Go: its current g, from the FS base */
 	__u64 goid_offset;     /* Go: a goroutine's id, in its g */
 	__u64 goid;            /* Go: the goroutine whose connection it last took up */
+	__u32 dirty;           /* pending holds something */
+	__u32 unused;
+	/* What it was charged since it last turned to another destination (or
+	 * left its CPU), for its destination now: see flush(). */
+	struct cost pending;
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -255,6 +260,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_THREADS);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* memory follows the threads there are */
 	__type(key, __u32); /* tid */
 	__type(value, struct thread_state);
 } threads SEC(".maps");
@@ -317,6 +323,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct cpu_state);
 } cpus SEC(".maps");
+
+/* A zeroed thread_state to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_template SEC(".maps");
 
 /* A zeroed conn_state to create entries from: too large for the stack. */
 struct {
@@ -405,13 +419,16 @@ static __always_inline struct thread_state *thread_of(__u32 tid, __u32 target, _
 	if (st)
 		return st;
 
-	struct thread_state fresh = {
-		.run_start_ns = run_start_ns,
-		.target = target,
-		.mode = MODE_UNKNOWN,
-	};
+	__u32 zero = 0;
+	struct thread_state *fresh = bpf_map_lookup_elem(&thread_template, &zero);
+	if (!fresh)
+		return 0;
+	/* The only fields ever set in the template: the rest stays 0. */
+	fresh->run_start_ns = run_start_ns;
+	fresh->target = target;
+	fresh->mode = MODE_UNKNOWN;
 	struct target_stats *s = stats_of(target);
-	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST) == 0)
+	if (bpf_map_update_elem(&threads, &tid, fresh, BPF_NOEXIST) == 0)
 		COUNT(s, threads_seen, 1);
 	st = bpf_map_lookup_elem(&threads, &tid);
 	if (!st)
@@ -431,18 +448,35 @@ static __always_inline struct thread_state *current_thread(struct cpu_state *cpu
 	return thread_of(*tid, plus1 - 1, enable_ns);
 }
 
-/* Where the thread's costs go now: its request, the tail of the response it
- * last wrote, or nowhere (unattributed) when it serves no request. */
-static __always_inline struct cost *destination(struct thread_state *st)
+/* Where the thread's costs go: its request, the tail of the response it
+ * last wrote, or nowhere (unattributed) when it serves no request, given
+ * its connection's state c. */
+static __always_inline struct cost *destination_in(struct thread_state *st, struct conn_state *c)
 {
-	if (!st->conn)
-		return 0;
-	struct conn_state *c = bpf_map_lookup_elem(&conns, &st->conn);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
 	return st->in_tail ? &c->tail : &c->rec.cost;
 }
 
+/* Adds one syscall to a cost that only the thread's own context writes. */
+static __always_inline void add_syscall_own(struct cost *to, __u32 nr, __u64 ns)
+{
+	to->syscall_ns += ns;
+	for (int i = 0; i < SYSCALL_SLOTS; i++) {
+		struct syscall_slot *slot = &to->syscalls[i];
+		if (!slot->nr)
+			slot->nr = nr + 1;
+		if (slot->nr == nr + 1) {
+			slot->ns += ns;
+			slot->calls++;
+			return;
+		}
+	}
+	to->other_syscall_ns += ns;
+	to->other_syscall_calls++;
+}
+
+/* Adds to a cost that several threads may add to at once. */
 static __always_inline void add_syscall(struct cost *to, __u32 nr, __u64 ns, __u32 calls)
 {
 	__sync_fetch_and_add(&to->syscall_ns, ns);
@@ -470,37 +504,6 @@ static __always_inline __u64 kernel_ns_of(struct cost *c)
 	return ns;
 }
 
-/* Charges user time (syscall_nr < 0) or one syscall's time to a
- * destination found beforehand; a syscall is counted even when it took no
- * measurable time. */
-static __always_inline void charge_to(struct thread_state *st, struct cost *to, __u64 ns, int syscall_nr)
-{
-	if (!ns && syscall_nr < 0)
-		return;
-	struct target_stats *s = stats_of(st->target);
-	if (to) {
-		if (syscall_nr < 0)
-			__sync_fetch_and_add(&to->user_ns, ns);
-		else
-			add_syscall(to, syscall_nr, ns, 1);
-		return;
-	}
-	st->unattributed_ns += ns;
-	if (!s)
-		return;
-	if (syscall_nr < 0)
-		s->unattributed_user_ns += ns;
-	else
-		s->unattributed_kernel_ns += ns;
-}
-
-static __always_inline void charge(struct thread_state *st, __u64 ns, int syscall_nr)
-{
-	if (!ns && syscall_nr < 0)
-		return;
-	charge_to(st, destination(st), ns, syscall_nr);
-}
-
 /* Adds atomically, and only what is there to add: most of a cost's fields
  * are 0 (softirq vectors that did not run), and a locked add of 0 costs
  * as much as any. */
@@ -510,42 +513,123 @@ static __always_inline void charge(struct thread_state *st, __u64 ns, int syscal
 			__sync_fetch_and_add(&(field), (n));                                                 \
 	} while (0)
 
+/* Adds a cost to one that other threads may be adding to. Waiting is
+ * added only with_waits. */
+static __always_inline void add_cost(struct cost *to, struct cost *from, bool with_waits)
+{
+	ADD_NONZERO(to->user_ns, from->user_ns);
+	ADD_NONZERO(to->irq_ns, from->irq_ns);
+	ADD_NONZERO(to->page_faults, from->page_faults);
+	for (int i = 0; i < NR_SOFTIRQS; i++)
+		ADD_NONZERO(to->softirq_ns[i], from->softirq_ns[i]);
+	for (int i = 0; i < SYSCALL_SLOTS; i++) {
+		struct syscall_slot *slot = &from->syscalls[i];
+		if (slot->nr)
+			add_syscall(to, slot->nr - 1, slot->ns, slot->calls);
+	}
+	if (from->other_syscall_calls) {
+		__sync_fetch_and_add(&to->syscall_ns, from->other_syscall_ns);
+		__sync_fetch_and_add(&to->other_syscall_ns, from->other_syscall_ns);
+		__sync_fetch_and_add(&to->other_syscall_calls, from->other_syscall_calls);
+	}
+	if (!with_waits)
+		return;
+	ADD_NONZERO(to->runqueue_ns, from->runqueue_ns);
+	ADD_NONZERO(to->offcpu_ns, from->offcpu_ns);
+	ADD_NONZERO(to->voluntary_switches, from->voluntary_switches);
+	ADD_NONZERO(to->involuntary_switches, from->involuntary_switches);
+}
+
+/* CPU that served no request. */
+static __always_inline void charge_unattributed(struct thread_state *st, __u64 user_ns, __u64 kernel_ns)
+{
+	st->unattributed_ns += user_ns + kernel_ns;
+	struct target_stats *s = stats_of(st->target);
+	COUNT(s, unattributed_user_ns, user_ns);
+	COUNT(s, unattributed_kernel_ns, kernel_ns);
+}
+
+/* The thread's cost to come, for its destination: NULL when it serves no
+ * connection, and its CPU is unattributed at once. A thread charges into
+ * its own state and adds that to the connection only when it turns to
+ * another destination or leaves its CPU (flush): most syscalls then cost
+ * no connection lookup and no locked add. */
+static __always_inline struct cost *pending_of(struct thread_state *st)
+{
+	if (!st->conn)
+		return 0;
+	st->dirty = 1;
+	return &st->pending;
+}
+
+/* Charges user time (syscall_nr < 0) or one syscall's time; a syscall is
+ * counted even when it took no measurable time. */
+static __always_inline void charge(struct thread_state *st, __u64 ns, int syscall_nr)
+{
+	if (!ns && syscall_nr < 0)
+		return;
+	struct cost *to = pending_of(st);
+	if (!to)
+		charge_unattributed(st, syscall_nr < 0 ? ns : 0, syscall_nr < 0 ? 0 : ns);
+	else if (syscall_nr < 0)
+		to->user_ns += ns;
+	else
+		add_syscall_own(to, syscall_nr, ns);
+}
+
+/* Adds what the thread was charged to its destination, given its
+ * connection's state c (NULL when gone): the request, the tail, or nowhere. */
+static __always_inline void flush_to(struct thread_state *st, struct conn_state *c)
+{
+	if (!st->dirty)
+		return;
+	st->dirty = 0;
+	struct cost *p = &st->pending;
+	struct cost *to = destination_in(st, c);
+	if (to)
+		add_cost(to, p, true);
+	else
+		charge_unattributed(st, p->user_ns, kernel_ns_of(p));
+	__builtin_memset(p, 0, sizeof(*p));
+}
+
+static __always_inline void flush(struct thread_state *st)
+{
+	if (st->dirty)
+		flush_to(st, bpf_map_lookup_elem(&conns, &st->conn));
+}
+
 /* Moves a tail's CPU into the request it follows, and counts it as loop
  * time. Its waiting is not the request's: once the response is out, a
  * thread that sleeps or waits for a CPU is waiting for the next request. */
 static __always_inline void settle_tail(struct conn_state *c)
 {
 	struct cost *t = &c->tail;
-	struct cost *r = &c->rec.cost;
 	struct target_stats *s = stats_of(c->rec.target);
 	COUNT(s, between_requests_ns, t->user_ns + kernel_ns_of(t));
-	ADD_NONZERO(r->user_ns, t->user_ns);
-	ADD_NONZERO(r->irq_ns, t->irq_ns);
-	ADD_NONZERO(r->page_faults, t->page_faults);
-	for (int i = 0; i < NR_SOFTIRQS; i++)
-		ADD_NONZERO(r->softirq_ns[i], t->softirq_ns[i]);
-	for (int i = 0; i < SYSCALL_SLOTS; i++) {
-		struct syscall_slot *slot = &t->syscalls[i];
-		if (slot->nr)
-			add_syscall(r, slot->nr - 1, slot->ns, slot->calls);
-	}
-	if (t->other_syscall_calls) {
-		__sync_fetch_and_add(&r->syscall_ns, t->other_syscall_ns);
-		__sync_fetch_and_add(&r->other_syscall_ns, t->other_syscall_ns);
-		__sync_fetch_and_add(&r->other_syscall_calls, t->other_syscall_calls);
-	}
+	add_cost(&c->rec.cost, t, false);
 	__builtin_memset(t, 0, sizeof(*t));
 }
 
-/* Ends the thread's tail, if it has one. */
-static __always_inline void end_tail(struct thread_state *st)
+/* The thread stops serving what it serves: its charges go there, and a
+ * tail it was in ends. c is its connection's state if the caller has it. */
+static __always_inline void leave_with(struct thread_state *st, struct conn_state *c)
 {
-	if (!st->in_tail)
+	if (!st->dirty && !st->in_tail)
 		return;
-	st->in_tail = 0;
-	struct conn_state *c = st->conn ? bpf_map_lookup_elem(&conns, &st->conn) : 0;
-	if (c)
-		settle_tail(c);
+	if (!c && st->conn)
+		c = bpf_map_lookup_elem(&conns, &st->conn);
+	flush_to(st, c);
+	if (st->in_tail) {
+		st->in_tail = 0;
+		if (c)
+			settle_tail(c);
+	}
+}
+
+static __always_inline void leave(struct thread_state *st)
+{
+	leave_with(st, 0);
 }
 
 /* The id of the goroutine the current thread runs, for a thread of a Go
@@ -628,7 +712,7 @@ static __always_inline void follow_goroutine(struct thread_state *st)
 	__u32 in_tail = c && c->phase == PHASE_RESPONDING;
 	if (conn == st->conn && in_tail == st->in_tail)
 		return;
-	end_tail(st);
+	leave(st);
 	st->conn = conn;
 	st->in_tail = in_tail;
 	st->handoff_depth = 0;
@@ -801,10 +885,10 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 /* Waiting is charged when the thread is back on a CPU, to what it serves. */
 static __always_inline void charge_wait(struct thread_state *st, __u64 runqueue_ns)
 {
-	struct cost *to = destination(st);
+	struct cost *to = pending_of(st);
 	if (to) {
-		__sync_fetch_and_add(&to->runqueue_ns, runqueue_ns);
-		__sync_fetch_and_add(&to->offcpu_ns, st->offcpu_pending_ns);
+		to->runqueue_ns += runqueue_ns;
+		to->offcpu_ns += st->offcpu_pending_ns;
 	}
 	st->offcpu_pending_ns = 0;
 }
@@ -827,22 +911,26 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		if (st) {
 			follow_goroutine(st);
 			end_slice(st, now, prev->se.sum_exec_runtime);
-			struct cost *to = destination(st);
+			struct cost *to = pending_of(st);
 			if (preempt || prev_state == TASK_RUNNING) {
 				st->runnable_since_ns = now;
 				if (to)
-					__sync_fetch_and_add(&to->involuntary_switches, 1);
+					to->involuntary_switches++;
 			} else {
 				st->blocked_since_ns = now;
 				if (to)
-					__sync_fetch_and_add(&to->voluntary_switches, 1);
+					to->voluntary_switches++;
 			}
 			if (prev_state & TASK_DEAD) {
 				/* Its final switch: what it held back has no boundary
 				 * left to tell; it was in the exit syscall. */
 				charge(st, st->held_ns, st->syscall_nr);
-				end_tail(st);
+				leave(st);
 				bpf_map_delete_elem(&threads, &prev_tid);
+			} else {
+				/* Off its CPU, its charges go where they belong: another
+				 * thread may end the request meanwhile. */
+				flush(st);
 			}
 		}
 	}
@@ -880,7 +968,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		if (st->conn != st->handoff_conn) {
 			/* Woken for another request: the sleep it is woken from
 			 * was no part of the request it is handed now. */
-			end_tail(st);
+			leave(st);
 			st->conn = st->handoff_conn;
 			st->offcpu_pending_ns = 0;
 		}
@@ -986,6 +1074,10 @@ int BPF_PROG(on_sched_wakeup_new, struct task_struct *p)
  * land. For recvmsg and readv, the first iovec's. */
 static __always_inline __u64 read_buffer(struct pt_regs *regs, long nr)
 {
+	/* Other syscalls return before reading their registers: a read of
+	 * kernel memory costs on every syscall. */
+	if (nr != NR_READ && nr != NR_RECVFROM && nr != NR_READV && nr != NR_RECVMSG)
+		return 0;
 	__u64 arg2 = BPF_CORE_READ(regs, si);
 	__u64 iov = 0;
 	switch (nr) {
@@ -995,13 +1087,11 @@ static __always_inline __u64 read_buffer(struct pt_regs *regs, long nr)
 	case NR_READV:
 		iov = arg2;
 		break;
-	case NR_RECVMSG:
+	default: /* NR_RECVMSG */
 		/* struct user_msghdr: msg_iov at offset 16 on 64-bit */
 		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(arg2 + 16)))
 			return 0;
 		break;
-	default:
-		return 0;
 	}
 	__u64 base = 0;
 	if (!iov || bpf_probe_read_user(&base, sizeof(base), (void *)iov))
@@ -1042,8 +1132,6 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
-	/* Found before the clock is read, so that finding it is syscall time. */
-	struct cost *to = destination(st);
 	cut(st, bpf_ktime_get_ns(), false);
 	if (tid == calibration_tid) {
 		calibration_syscall_ns += st->held_ns;
@@ -1051,10 +1139,12 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	}
 	/* The syscall's whole CPU goes to the request it served, known now.
 	 * Entered before the window: its number is unknown. */
-	charge_to(st, to, st->held_ns, st->mode == MODE_SYSCALL ? st->syscall_nr : 0xfffff);
+	charge(st, st->held_ns, st->mode == MODE_SYSCALL ? st->syscall_nr : 0xfffff);
 	st->held_ns = 0;
 	st->mode = MODE_USER;
 	if (st->wrote) {
+		/* What it did up to here was the response; from here on, its tail. */
+		flush(st);
 		st->wrote = 0;
 		st->in_tail = 1;
 	}
@@ -1090,7 +1180,10 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	struct conn_state *c = conn_of(sk, cookie, st->target, tid, PHASE_IDLE, 0);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
-	end_tail(st);
+	/* Reading more of the request it reads costs nothing here; anything
+	 * else ends what it served before. */
+	if (st->conn != cookie || st->in_tail || c->phase != PHASE_READING)
+		leave_with(st, st->conn == cookie ? c : 0);
 
 	if (c->phase != PHASE_READING) {
 		/* Data after a response (or after accept): a new request. */
@@ -1132,7 +1225,8 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	struct conn_state *c = conn_of(sk, cookie, st->target, tid, PHASE_RESPONDING, REQ_START_UNSEEN);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
-	end_tail(st);
+	if (st->conn != cookie || st->in_tail)
+		leave_with(st, st->conn == cookie ? c : 0);
 	__u64 now = bpf_ktime_get_ns();
 	c->phase = PHASE_RESPONDING;
 	if (!c->rec.first_write_ns)
@@ -1163,6 +1257,12 @@ int BPF_PROG(on_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 	if (!c)
 		return 0;
 	if (c->role == ROLE_SERVER) {
+		/* Closed by a thread serving it: what it was charged is part of
+		 * the last request. */
+		__u32 tid;
+		struct thread_state *st = current_thread(this_cpu(), &tid);
+		if (st && st->conn == cookie)
+			flush_to(st, c);
 		settle_tail(c);
 		if (c->phase == PHASE_RESPONDING) {
 			emit(c, cookie);
@@ -1186,18 +1286,13 @@ static __always_inline void charge_interrupt(struct cpu_state *cpu, __u64 ns, in
 	if (!st || !ns)
 		return;
 	st->interrupted_ns += ns;
-	struct target_stats *s = stats_of(st->target);
-	struct cost *to = destination(st);
-	if (to) {
-		if (softirq_vec >= 0 && softirq_vec < NR_SOFTIRQS)
-			__sync_fetch_and_add(&to->softirq_ns[softirq_vec], ns);
-		else
-			__sync_fetch_and_add(&to->irq_ns, ns);
-	} else {
-		st->unattributed_ns += ns;
-		if (s)
-			s->unattributed_kernel_ns += ns;
-	}
+	struct cost *to = pending_of(st);
+	if (!to)
+		charge_unattributed(st, 0, ns);
+	else if (softirq_vec >= 0 && softirq_vec < NR_SOFTIRQS)
+		to->softirq_ns[softirq_vec] += ns;
+	else
+		to->irq_ns += ns;
 }
 
 static __always_inline bool over_target(struct cpu_state *cpu)
@@ -1288,8 +1383,8 @@ int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, un
 	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
-	struct cost *to = destination(st);
+	struct cost *to = pending_of(st);
 	if (to)
-		__sync_fetch_and_add(&to->page_faults, 1);
+		to->page_faults++;
 	return 0;
 }

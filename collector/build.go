@@ -58,6 +58,19 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 		targets[0].LostBreakdown["malformed"] = malformed
 	}
 
+	threads, err := readThreads(objs)
+	if err != nil {
+		return report.Run{}, err
+	}
+	// What threads were charged for a connection and had not yet added to
+	// it (they do so when they turn to another, or leave their CPU).
+	pendingFor := map[uint64][]*reqprofThreadState{}
+	for i := range threads {
+		if st := &threads[i].state; st.Dirty != 0 {
+			pendingFor[st.Conn] = append(pendingFor[st.Conn], st)
+		}
+	}
+
 	// Connections open when the window closed. A request whose response
 	// was being written is finished: the window's end ends it. One still
 	// being read, or begun before the window, is unfinished: its CPU is
@@ -73,6 +86,14 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 		}
 		openConns[cookie] = true
 		t := &targets[r.Target]
+		for _, st := range pendingFor[cookie] {
+			if st.InTail != 0 {
+				mergeCost(&c.Tail, &st.Pending)
+			} else {
+				mergeCost(&r.Cost, &st.Pending)
+				mergeWaits(&r.Cost, &st.Pending)
+			}
+		}
 		// What the thread did after the response so far belongs to it.
 		t.BetweenRequestsNs += cpuNs(&c.Tail)
 		mergeCost(&r.Cost, &c.Tail)
@@ -102,17 +123,20 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 
 	// Time threads were still on a CPU, or held back inside a syscall, when
 	// the window closed: no event was left to charge it.
-	var tid uint32
-	var st reqprofThreadState
 	live := make([][]report.UnattributedSource, len(targets))
-	threads := objs.Threads.Iterate()
-	for threads.Next(&tid, &st) {
+	for _, th := range threads {
+		st := &th.state
 		if int(st.Target) >= len(targets) {
 			continue
 		}
 		t := &targets[st.Target]
-		if st.UnattributedNs > 0 {
-			live[st.Target] = append(live[st.Target], report.UnattributedSource{TID: tid, Ns: st.UnattributedNs})
+		unattributed := st.UnattributedNs
+		if st.Dirty != 0 && !openConns[st.Conn] {
+			unattributed += cpuNs(&st.Pending) // its connection closed
+			t.UnattributedNs += cpuNs(&st.Pending)
+		}
+		if unattributed > 0 {
+			live[st.Target] = append(live[st.Target], report.UnattributedSource{TID: th.tid, Ns: unattributed})
 		}
 
 		pending := st.HeldNs
@@ -131,13 +155,28 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 		// often waiting outside any request, so it is taken from there.
 		t.UnattributedNs -= min(st.DebtNs, t.UnattributedNs)
 	}
-	if err := threads.Err(); err != nil {
-		return report.Run{}, fmt.Errorf("reading threads: %w", err)
-	}
 	for i := range targets {
 		targets[i].UnattributedSources = largestSources(live[i], targets[i].UnattributedNs)
 	}
 	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets, Meta: meta}, nil
+}
+
+type threadEntry struct {
+	tid   uint32
+	state reqprofThreadState
+}
+
+func readThreads(objs *reqprofObjects) ([]threadEntry, error) {
+	var threads []threadEntry
+	var th threadEntry
+	iter := objs.Threads.Iterate()
+	for iter.Next(&th.tid, &th.state) {
+		threads = append(threads, th)
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("reading threads: %w", err)
+	}
+	return threads, nil
 }
 
 // maxUnattributedSources is how many threads a report names.
@@ -206,6 +245,15 @@ next:
 		into.OtherSyscallNs += slot.Ns
 		into.OtherSyscallCalls += slot.Calls
 	}
+}
+
+// mergeWaits adds what mergeCost leaves out: a tail's waiting is no part of
+// the request it follows, but a request's own is.
+func mergeWaits(into, from *reqprofCost) {
+	into.RunqueueNs += from.RunqueueNs
+	into.OffcpuNs += from.OffcpuNs
+	into.VoluntarySwitches += from.VoluntarySwitches
+	into.InvoluntarySwitches += from.InvoluntarySwitches
 }
 
 // followed says whether processes joined the target in the window.

@@ -134,6 +134,9 @@ type reqprofThreadState struct {
 	TlsOffset           int64
 	GoidOffset          uint64
 	Goid                uint64
+	Dirty               uint32
+	Unused              uint32
+	Pending             reqprofCost
 }
 
 // Names of all BPF objects in the ELF.
@@ -149,6 +152,7 @@ const (
 	reqprofMapRequests             = "requests"
 	reqprofMapStats                = "stats"
 	reqprofMapTargets              = "targets"
+	reqprofMapThreadTemplate       = "thread_template"
 	reqprofMapThreads              = "threads"
 	reqprofProgOnInetSockSetState  = "on_inet_sock_set_state"
 	reqprofProgOnIrqHandlerEntry   = "on_irq_handler_entry"
@@ -244,16 +248,17 @@ type reqprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reqprofMapSpecs struct {
-	ConnTemplate *ebpf.MapSpec `ebpf:"conn_template"`
-	Conns        *ebpf.MapSpec `ebpf:"conns"`
-	Cpus         *ebpf.MapSpec `ebpf:"cpus"`
-	GoLayouts    *ebpf.MapSpec `ebpf:"go_layouts"`
-	Goroutines   *ebpf.MapSpec `ebpf:"goroutines"`
-	ListenPorts  *ebpf.MapSpec `ebpf:"listen_ports"`
-	Requests     *ebpf.MapSpec `ebpf:"requests"`
-	Stats        *ebpf.MapSpec `ebpf:"stats"`
-	Targets      *ebpf.MapSpec `ebpf:"targets"`
-	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	ConnTemplate   *ebpf.MapSpec `ebpf:"conn_template"`
+	Conns          *ebpf.MapSpec `ebpf:"conns"`
+	Cpus           *ebpf.MapSpec `ebpf:"cpus"`
+	GoLayouts      *ebpf.MapSpec `ebpf:"go_layouts"`
+	Goroutines     *ebpf.MapSpec `ebpf:"goroutines"`
+	ListenPorts    *ebpf.MapSpec `ebpf:"listen_ports"`
+	Requests       *ebpf.MapSpec `ebpf:"requests"`
+	Stats          *ebpf.MapSpec `ebpf:"stats"`
+	Targets        *ebpf.MapSpec `ebpf:"targets"`
+	ThreadTemplate *ebpf.MapSpec `ebpf:"thread_template"`
+	Threads        *ebpf.MapSpec `ebpf:"threads"`
 }
 
 // reqprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -292,16 +297,17 @@ func (o *reqprofObjects) Close() error {
 //
 // It can be passed to loadReqprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reqprofMaps struct {
-	ConnTemplate *ebpf.Map `ebpf:"conn_template"`
-	Conns        *ebpf.Map `ebpf:"conns"`
-	Cpus         *ebpf.Map `ebpf:"cpus"`
-	GoLayouts    *ebpf.Map `ebpf:"go_layouts"`
-	Goroutines   *ebpf.Map `ebpf:"goroutines"`
-	ListenPorts  *ebpf.Map `ebpf:"listen_ports"`
-	Requests     *ebpf.Map `ebpf:"requests"`
-	Stats        *ebpf.Map `ebpf:"stats"`
-	Targets      *ebpf.Map `ebpf:"targets"`
-	Threads      *ebpf.Map `ebpf:"threads"`
+	ConnTemplate   *ebpf.Map `ebpf:"conn_template"`
+	Conns          *ebpf.Map `ebpf:"conns"`
+	Cpus           *ebpf.Map `ebpf:"cpus"`
+	GoLayouts      *ebpf.Map `ebpf:"go_layouts"`
+	Goroutines     *ebpf.Map `ebpf:"goroutines"`
+	ListenPorts    *ebpf.Map `ebpf:"listen_ports"`
+	Requests       *ebpf.Map `ebpf:"requests"`
+	Stats          *ebpf.Map `ebpf:"stats"`
+	Targets        *ebpf.Map `ebpf:"targets"`
+	ThreadTemplate *ebpf.Map `ebpf:"thread_template"`
+	Threads        *ebpf.Map `ebpf:"threads"`
 }
 
 func (m *reqprofMaps) Close() error {
@@ -315,6 +321,7 @@ func (m *reqprofMaps) Close() error {
 		m.Requests,
 		m.Stats,
 		m.Targets,
+		m.ThreadTemplate,
 		m.Threads,
 	)
 }
