@@ -29,6 +29,11 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_TASK_STORAGE = 29,
+};
+
+enum {
+	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,
 };
 
 enum {
@@ -69,6 +74,17 @@ struct sock_common {
 struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_protocol;
+} __attribute__((preserve_access_index));
+
+struct seq_file;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
 } __attribute__((preserve_access_index));
 
 /* x86-64 syscall arguments: di, si, dx, r10, r8, r9. */

@@ -57,7 +57,6 @@ char LICENSE[] SEC("license") = "GPL";
 #define MAX_TARGET_PROCESSES 4096 /* with children followed, many per target */
 #define MAX_GOROUTINES 65536
 #define MAX_HANDOFF_DEPTH 4
-#define MAX_THREADS 32768
 #define MAX_CONNS 65536
 #define NR_SOFTIRQS 10
 #define SYSCALL_SLOTS 8
@@ -257,11 +256,13 @@ struct {
 	__type(value, __u8); /* unused */
 } listen_ports SEC(".maps");
 
+/* In the task itself: reached from its task_struct in a few loads, where a
+ * hash lookup would hash and compare a key on each of the some twenty
+ * events of a request; freed with the task. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_THREADS);
-	__uint(map_flags, BPF_F_NO_PREALLOC); /* memory follows the threads there are */
-	__type(key, __u32); /* tid */
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
@@ -371,6 +372,26 @@ volatile __u64 syscall_overhead_ns;
 volatile __u32 calibration_tid;
 volatile __u64 calibration_syscall_ns;
 volatile __u64 calibration_syscalls;
+/* The made-up connection the calibrating thread serves, a new one for each
+ * measure: socket cookies count up from 1 and never reach them. */
+volatile __u64 calibration_cookie;
+
+/* The state of every thread that has some, for the collector at the end of
+ * a window (a task storage map has no keys to iterate over). */
+SEC("iter/task")
+int dump_threads(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	struct thread_state *st = bpf_task_storage_get(&threads, task, 0, 0);
+	if (!st)
+		return 0;
+	__u64 tid = task->pid;
+	bpf_seq_write(ctx->meta->seq, &tid, sizeof(tid));
+	bpf_seq_write(ctx->meta->seq, st, sizeof(*st));
+	return 0;
+}
 
 static __always_inline struct target_stats *stats_of(__u32 target)
 {
@@ -413,9 +434,9 @@ static __always_inline __u32 current_target_plus1(struct cpu_state *cpu, __u32 *
 	return plus1;
 }
 
-static __always_inline struct thread_state *thread_of(__u32 tid, __u32 target, __u64 run_start_ns)
+static __always_inline struct thread_state *thread_of(struct task_struct *task, __u32 target, __u64 run_start_ns)
 {
-	struct thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *st = bpf_task_storage_get(&threads, task, 0, 0);
 	if (st)
 		return st;
 
@@ -428,11 +449,11 @@ static __always_inline struct thread_state *thread_of(__u32 tid, __u32 target, _
 	fresh->target = target;
 	fresh->mode = MODE_UNKNOWN;
 	struct target_stats *s = stats_of(target);
-	if (bpf_map_update_elem(&threads, &tid, fresh, BPF_NOEXIST) == 0)
+	st = bpf_task_storage_get(&threads, task, fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st)
 		COUNT(s, threads_seen, 1);
-	st = bpf_map_lookup_elem(&threads, &tid);
-	if (!st)
-		COUNT(s, lost_threads, 1);
+	else
+		COUNT(s, lost_threads, 1); /* out of memory */
 	return st;
 }
 
@@ -445,7 +466,7 @@ static __always_inline struct thread_state *current_thread(struct cpu_state *cpu
 	if (!plus1)
 		return 0;
 	/* Seen for the first time here: it has run since before enable. */
-	return thread_of(*tid, plus1 - 1, enable_ns);
+	return thread_of(bpf_get_current_task_btf(), plus1 - 1, enable_ns);
 }
 
 /* Where the thread's costs go: its request, the tail of the response it
@@ -907,7 +928,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 		__u32 tgid = prev->tgid;
 		__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
 		/* Seen for the first time here: it has run since before enable. */
-		struct thread_state *st = target ? thread_of(prev_tid, *target, enable_ns) : 0;
+		struct thread_state *st = target ? thread_of(prev, *target, enable_ns) : 0;
 		if (st) {
 			follow_goroutine(st);
 			end_slice(st, now, prev->se.sum_exec_runtime);
@@ -926,7 +947,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 				 * left to tell; it was in the exit syscall. */
 				charge(st, st->held_ns, st->syscall_nr);
 				leave(st);
-				bpf_map_delete_elem(&threads, &prev_tid);
+				bpf_task_storage_delete(&threads, prev);
 			} else {
 				/* Off its CPU, its charges go where they belong: another
 				 * thread may end the request meanwhile. */
@@ -951,7 +972,7 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 	}
 	if (!next_plus1)
 		return 0;
-	struct thread_state *st = thread_of(next_tid, next_plus1 - 1, now);
+	struct thread_state *st = thread_of(next, next_plus1 - 1, now);
 	if (!st)
 		return 0;
 	st->run_start_ns = now;
@@ -989,10 +1010,9 @@ static __always_inline void woken(struct task_struct *p)
 	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
 	if (!target)
 		return;
-	__u32 tid = p->pid;
 	/* A thread first seen here (new, or asleep since before the window)
 	 * gets its state now: its wait for a CPU counts. */
-	struct thread_state *st = thread_of(tid, *target, 0);
+	struct thread_state *st = thread_of(p, *target, 0);
 	if (!st)
 		return;
 	__u64 now = bpf_ktime_get_ns();
@@ -1022,7 +1042,7 @@ int BPF_PROG(on_sched_waking, struct task_struct *p)
 	struct conn_state *c = bpf_map_lookup_elem(&conns, &waker->conn);
 	if (!c || c->role != ROLE_SERVER)
 		return 0;
-	struct thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	struct thread_state *st = bpf_task_storage_get(&threads, p, 0, 0);
 	if (!st || !st->served)
 		return 0;
 	st->handoff_conn = waker->conn;
@@ -1099,6 +1119,25 @@ static __always_inline __u64 read_buffer(struct pt_regs *regs, long nr)
 	return base;
 }
 
+/* The calibrating thread starts a measure: it serves the made-up request,
+ * and what its state holds from an earlier measure (a thread's state lives
+ * as long as it does) is forgotten. In its context, entering a syscall. */
+static __always_inline void start_calibration(struct thread_state *st, __u64 now)
+{
+	st->conn = calibration_cookie;
+	st->in_tail = 0;
+	st->mode = MODE_USER;
+	st->run_start_ns = now;
+	st->sched_at_in = 0; /* the slice has no known start: no sizing */
+	st->slice_cut_ns = 0;
+	st->advance_ns = 0;
+	st->debt_ns = 0;
+	st->held_ns = 0;
+	st->interrupted_ns = 0;
+	st->dirty = 0;
+	__builtin_memset(&st->pending, 0, sizeof(st->pending));
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
@@ -1107,6 +1146,8 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	if (!st)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
+	if (tid == calibration_tid && st->conn != calibration_cookie)
+		start_calibration(st, now);
 	/* After the clock: finding the goroutine is this syscall's cost. */
 	follow_goroutine(st);
 	if (st->mode == MODE_UNKNOWN) {

@@ -2,9 +2,13 @@ package collector
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"slices"
 	"time"
+
+	"github.com/cilium/ebpf/link"
 
 	"github.com/reqprof/reqprof/report"
 )
@@ -15,7 +19,6 @@ const (
 	phaseReading    = 1
 	phaseResponding = 2
 	roleServer      = 1
-	modeUser        = 1
 )
 
 // buildRun turns the BPF maps and the decoded records into report types.
@@ -166,15 +169,44 @@ type threadEntry struct {
 	state reqprofThreadState
 }
 
+// readThreads reads every thread's state. It lives in the tasks (task
+// storage), which no key iterates over: a task iterator program writes each
+// as its tid (8 bytes) and its state.
 func readThreads(objs *reqprofObjects) ([]threadEntry, error) {
-	var threads []threadEntry
-	var th threadEntry
-	iter := objs.Threads.Iterate()
-	for iter.Next(&th.tid, &th.state) {
-		threads = append(threads, th)
-	}
-	if err := iter.Err(); err != nil {
+	it, err := link.AttachIter(link.IterOptions{Program: objs.DumpThreads})
+	if err != nil {
 		return nil, fmt.Errorf("reading threads: %w", err)
+	}
+	defer it.Close()
+	r, err := it.Open()
+	if err != nil {
+		return nil, fmt.Errorf("reading threads: %w", err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading threads: %w", err)
+	}
+	threads, err := decodeThreads(b)
+	if err != nil {
+		return nil, fmt.Errorf("reading threads: %w", err)
+	}
+	return threads, nil
+}
+
+// decodeThreads decodes what the task iterator wrote.
+func decodeThreads(b []byte) ([]threadEntry, error) {
+	size := 8 + binary.Size(reqprofThreadState{})
+	if len(b)%size != 0 {
+		return nil, fmt.Errorf("%d bytes are no whole number of %d-byte entries", len(b), size)
+	}
+	threads := make([]threadEntry, len(b)/size)
+	for i := range threads {
+		entry := b[i*size : (i+1)*size]
+		threads[i].tid = uint32(binary.NativeEndian.Uint64(entry))
+		if _, err := binary.Decode(entry[8:], binary.NativeEndian, &threads[i].state); err != nil {
+			return nil, err
+		}
 	}
 	return threads, nil
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -74,13 +75,11 @@ func measureSyscallEntry(objs *reqprofObjects) (uint64, error) {
 		objs.TargetsGeneration.Set(uint32(generationNoTargets)) // forget this process was a target
 	}()
 	tid := uint32(unix.Gettid())
-	if err := serveFakeRequest(objs, tid); err != nil {
+	cookie := calibrationCookie | calibrationMeasures.Add(1)
+	if err := serveFakeRequest(objs, cookie); err != nil {
 		return 0, fmt.Errorf("calibrating: %w", err)
 	}
-	defer func() {
-		objs.Threads.Delete(tid)
-		objs.Conns.Delete(calibrationCookie)
-	}()
+	defer objs.Conns.Delete(cookie)
 	if err := objs.CalibrationTid.Set(tid); err != nil {
 		return 0, fmt.Errorf("calibrating: %w", err)
 	}
@@ -117,27 +116,28 @@ func measureSyscallEntry(objs *reqprofObjects) (uint64, error) {
 	return perSyscall[len(perSyscall)/2], nil
 }
 
-// calibrationCookie names the made-up connection the calibrating thread
-// serves; socket cookies count up from 1 and never reach it.
+// calibrationCookie | n names the made-up connection the calibrating thread
+// serves in the collector's nth measure; socket cookies count up from 1 and
+// never reach it.
 const calibrationCookie = uint64(1) << 63
 
-// serveFakeRequest makes the calibrating thread, on its CPU now, serve a
-// request on a made-up connection: its syscalls then take the programs' full
-// path, the one a server's do, and its cost is what gets measured.
-func serveFakeRequest(objs *reqprofObjects, tid uint32) error {
+// calibrationMeasures counts the measures taken, so that each has a
+// connection of its own.
+var calibrationMeasures atomic.Uint64
+
+// serveFakeRequest opens a request on a made-up connection, which the
+// programs make the calibrating thread serve from its next syscall once
+// calibration_tid names it: its syscalls then take the programs' full path,
+// the one a server's do, and its cost is what gets measured.
+func serveFakeRequest(objs *reqprofObjects, cookie uint64) error {
 	var c reqprofConnState
 	c.Rec.Target = calibrationTarget
 	c.Phase = phaseReading
 	c.Role = roleServer
-	if err := objs.Conns.Put(calibrationCookie, &c); err != nil {
+	if err := objs.Conns.Put(cookie, &c); err != nil {
 		return err
 	}
-	return objs.Threads.Put(tid, &reqprofThreadState{
-		Conn:       calibrationCookie,
-		RunStartNs: monotonicNs(),
-		Target:     calibrationTarget,
-		Mode:       modeUser,
-	})
+	return objs.CalibrationCookie.Set(cookie)
 }
 
 func threadCPUNs() uint64 {

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,4 +111,27 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("user ns %d not read from offset 48", d.request.UserNs)
 		}
 	})
+}
+
+func TestDecodeThreads(t *testing.T) {
+	var want reqprofThreadState
+	want.Conn = 42
+	want.UnattributedNs = 1234
+	want.Pending.UserNs = 99
+	want.Dirty = 1
+	entry := binary.NativeEndian.AppendUint64(nil, 7)
+	entry, err := binary.Append(entry, binary.NativeEndian, &want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeThreads(append(slices.Clone(entry), entry...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].tid != 7 || got[1].state != want {
+		t.Fatalf("decoded %+v, want two of tid 7 with %+v", got, want)
+	}
+	if _, err := decodeThreads(entry[:len(entry)-1]); err == nil {
+		t.Fatal("a truncated entry decoded without an error")
+	}
 }

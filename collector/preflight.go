@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
 )
 
 // tracepoint is a tp_btf attach point, with the kernel version that added
@@ -68,6 +70,17 @@ func Preflight() error {
 				missing = append(missing, fmt.Sprintf("tracepoint %s (Linux %s+)", tp.name, tp.since))
 			}
 		}
+		// Threads' state is read back at the end through a task iterator.
+		var iterCtx *btf.Struct
+		if err := spec.TypeByName("bpf_iter__task", &iterCtx); err != nil {
+			missing = append(missing, "BPF task iterators (Linux 5.8+)")
+		}
+	}
+	// Threads' state lives in task storage.
+	if err := features.HaveMapType(ebpf.TaskStorage); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+		missing = append(missing, fmt.Sprintf("probing for task storage maps: %v", err))
+	} else if err != nil {
+		missing = append(missing, "BPF task storage maps (Linux 5.11+)")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("this system lacks what reqprof needs: %s", strings.Join(missing, "; "))

@@ -154,6 +154,7 @@ const (
 	reqprofMapTargets              = "targets"
 	reqprofMapThreadTemplate       = "thread_template"
 	reqprofMapThreads              = "threads"
+	reqprofProgDumpThreads         = "dump_threads"
 	reqprofProgOnInetSockSetState  = "on_inet_sock_set_state"
 	reqprofProgOnIrqHandlerEntry   = "on_irq_handler_entry"
 	reqprofProgOnIrqHandlerExit    = "on_irq_handler_exit"
@@ -171,6 +172,7 @@ const (
 	reqprofProgOnSoftirqExit       = "on_softirq_exit"
 	reqprofProgOnSysEnter          = "on_sys_enter"
 	reqprofProgOnSysExit           = "on_sys_exit"
+	reqprofVarCalibrationCookie    = "calibration_cookie"
 	reqprofVarCalibrationSyscallNs = "calibration_syscall_ns"
 	reqprofVarCalibrationSyscalls  = "calibration_syscalls"
 	reqprofVarCalibrationTid       = "calibration_tid"
@@ -225,6 +227,7 @@ type reqprofSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reqprofProgramSpecs struct {
+	DumpThreads        *ebpf.ProgramSpec `ebpf:"dump_threads"`
 	OnInetSockSetState *ebpf.ProgramSpec `ebpf:"on_inet_sock_set_state"`
 	OnIrqHandlerEntry  *ebpf.ProgramSpec `ebpf:"on_irq_handler_entry"`
 	OnIrqHandlerExit   *ebpf.ProgramSpec `ebpf:"on_irq_handler_exit"`
@@ -265,6 +268,7 @@ type reqprofMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reqprofVariableSpecs struct {
+	CalibrationCookie    *ebpf.VariableSpec `ebpf:"calibration_cookie"`
 	CalibrationSyscallNs *ebpf.VariableSpec `ebpf:"calibration_syscall_ns"`
 	CalibrationSyscalls  *ebpf.VariableSpec `ebpf:"calibration_syscalls"`
 	CalibrationTid       *ebpf.VariableSpec `ebpf:"calibration_tid"`
@@ -330,6 +334,7 @@ func (m *reqprofMaps) Close() error {
 //
 // It can be passed to loadReqprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reqprofVariables struct {
+	CalibrationCookie    *ebpf.Variable `ebpf:"calibration_cookie"`
 	CalibrationSyscallNs *ebpf.Variable `ebpf:"calibration_syscall_ns"`
 	CalibrationSyscalls  *ebpf.Variable `ebpf:"calibration_syscalls"`
 	CalibrationTid       *ebpf.Variable `ebpf:"calibration_tid"`
@@ -346,6 +351,7 @@ type reqprofVariables struct {
 //
 // It can be passed to loadReqprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reqprofPrograms struct {
+	DumpThreads        *ebpf.Program `ebpf:"dump_threads"`
 	OnInetSockSetState *ebpf.Program `ebpf:"on_inet_sock_set_state"`
 	OnIrqHandlerEntry  *ebpf.Program `ebpf:"on_irq_handler_entry"`
 	OnIrqHandlerExit   *ebpf.Program `ebpf:"on_irq_handler_exit"`
@@ -367,6 +373,7 @@ type reqprofPrograms struct {
 
 func (p *reqprofPrograms) Close() error {
 	return _ReqprofClose(
+		p.DumpThreads,
 		p.OnInetSockSetState,
 		p.OnIrqHandlerEntry,
 		p.OnIrqHandlerExit,

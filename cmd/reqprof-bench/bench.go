@@ -85,7 +85,7 @@ type churnPhase struct {
 type sample struct {
 	at                time.Duration // since the load started
 	rss               uint64        // the collector's resident memory
-	conns, threads    int           // entries of reqprof's connection and thread maps
+	conns             int           // entries of reqprof's connection map (thread state lives in the tasks)
 	connsKernelMemory uint64        // the connection map's memory, as the kernel counts it
 }
 
@@ -358,7 +358,6 @@ func (b *bench) manyConnections(srv *server) (manyConnections, error) {
 	for _, x := range samples {
 		m.peak.rss = max(m.peak.rss, x.rss)
 		m.peak.conns = max(m.peak.conns, x.conns)
-		m.peak.threads = max(m.peak.threads, x.threads)
 		m.peak.connsKernelMemory = max(m.peak.connsKernelMemory, x.connsKernelMemory)
 	}
 	end, err := a.cpuNs()
@@ -456,14 +455,11 @@ func takeSample(a *attachment, objs *bpfObjects, at time.Duration) (sample, erro
 	if x.rss, err = rssBytes(a.pid()); err != nil {
 		return x, err
 	}
-	conns, threads := objs.maps["conns"], objs.maps["threads"]
-	if conns == nil || threads == nil {
-		return x, errors.New(`reqprof holds no "conns" or no "threads" map`)
+	conns := objs.maps["conns"]
+	if conns == nil {
+		return x, errors.New(`reqprof holds no "conns" map`)
 	}
 	if x.conns, err = entries(conns); err != nil {
-		return x, err
-	}
-	if x.threads, err = entries(threads); err != nil {
 		return x, err
 	}
 	if info, err := conns.Info(); err == nil {

@@ -239,7 +239,6 @@ func (b *bench) writeManyConnections(w *strings.Builder) {
 		{"Lost events", strconv.FormatUint(m.collector.lost, 10)},
 		{"Peak entries, connection map", thousands(m.peak.conns)},
 		{"Peak kernel memory, connection map", megabytes(m.peak.connsKernelMemory)},
-		{"Peak entries, thread map", thousands(m.peak.threads)},
 		{"Collector peak RSS (getrusage)", megabytes(m.collector.peakRSS)},
 		{"Collector peak RSS while connections were open (sampled)", megabytes(m.peak.rss)},
 		{"Collector CPU while the connections were open", fmt.Sprintf("%.0f ms in %v, %s of one core",
@@ -265,7 +264,6 @@ func (b *bench) writeChurn(w *strings.Builder) {
 	w.WriteString(table([]string{"", fmt.Sprintf("at %.0f s", first.at.Seconds()), "max", fmt.Sprintf("at %.0f s", last.at.Seconds()), "after"}, [][]string{
 		{"Connection map entries", strconv.Itoa(first.conns), strconv.Itoa(top.conns), strconv.Itoa(last.conns), strconv.Itoa(c.after.conns)},
 		{"Connection map kernel memory", megabytes(first.connsKernelMemory), megabytes(top.connsKernelMemory), megabytes(last.connsKernelMemory), megabytes(c.after.connsKernelMemory)},
-		{"Thread map entries", strconv.Itoa(first.threads), strconv.Itoa(top.threads), strconv.Itoa(last.threads), strconv.Itoa(c.after.threads)},
 		{"Collector RSS", megabytes(first.rss), megabytes(top.rss), megabytes(last.rss), megabytes(c.after.rss)},
 	}))
 	half := c.halfway()
@@ -301,7 +299,6 @@ func (c churnPhase) maxSample() sample {
 	for _, x := range c.samples {
 		top.rss = max(top.rss, x.rss)
 		top.conns = max(top.conns, x.conns)
-		top.threads = max(top.threads, x.threads)
 		top.connsKernelMemory = max(top.connsKernelMemory, x.connsKernelMemory)
 	}
 	return top
