@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,10 @@ type bench struct {
 	dir       string
 	fileLimit uint64 // the open-file limit nginx inherits
 	host      hostInfo
+
+	// Whom reqprof attaches to, when not the server under load: the floor
+	// runs attach it to an idle process.
+	attachTo int
 
 	overheads []overhead
 	ladder    []trial
@@ -115,16 +120,23 @@ func (b *bench) runAll() error {
 	// nginx with reqprof's defaults first: the goals are about it. Without
 	// capturing request bytes next, to tell what capture costs.
 	for _, flags := range [][]string{{}, {"--no-payload"}} {
-		if err := b.addOverhead(nginx, flags); err != nil {
+		if err := b.addOverhead(nginx, flags, ""); err != nil {
 			return err
 		}
+	}
+	// The floor: reqprof attached to an idle process while nginx serves.
+	// Its programs still run on every syscall, softirq and socket event of
+	// the machine, if only to tell they are no target's: what that costs
+	// nginx is the least any target pays, before any of its own accounting.
+	if err := b.addFloor(nginx); err != nil {
+		return err
 	}
 	for _, burn := range []time.Duration{0, 50 * time.Microsecond} {
 		srv, err := startCalserver(burn)
 		if err != nil {
 			return err
 		}
-		err = b.addOverhead(srv, nil)
+		err = b.addOverhead(srv, nil, "")
 		srv.stop()
 		if err != nil {
 			return err
@@ -175,7 +187,7 @@ func (b *bench) trial(srv *server, attached bool, flags []string, l load) (trial
 	var a *attachment
 	if attached {
 		var err error
-		if a, err = attach(b.reqprof, b.dir, srv.pid(), flags); err != nil {
+		if a, err = attach(b.reqprof, b.dir, b.attachTarget(srv), flags); err != nil {
 			return t, err
 		}
 	}
@@ -250,9 +262,41 @@ func (b *bench) measureServer(srv *server, a *attachment, l load, t *trial) erro
 	return err
 }
 
-// addOverhead measures the overhead of reqprof, run with these flags, on srv.
-func (b *bench) addOverhead(srv *server, flags []string) error {
-	o := overhead{server: strings.Join(append([]string{srv.name}, flags...), ", ")}
+// attachTarget is the process reqprof attaches to in a run loading srv.
+func (b *bench) attachTarget(srv *server) int {
+	if b.attachTo != 0 {
+		return b.attachTo
+	}
+	return srv.pid()
+}
+
+// addFloor measures what reqprof costs srv while attached to an idle
+// process.
+func (b *bench) addFloor(srv *server) error {
+	idle := exec.Command("sleep", "infinity")
+	if err := idle.Start(); err != nil {
+		return fmt.Errorf("starting an idle process: %w", err)
+	}
+	defer func() {
+		idle.Process.Kill()
+		idle.Wait()
+	}()
+	b.attachTo = idle.Process.Pid
+	defer func() { b.attachTo = 0 }()
+	return b.addOverhead(srv, nil, floorLabel)
+}
+
+// floorLabel names the floor runs' row.
+const floorLabel = "reqprof on an idle process"
+
+// addOverhead measures the overhead of reqprof, run with these flags, on
+// srv; label, if any, says how the runs differ from the defaults.
+func (b *bench) addOverhead(srv *server, flags []string, label string) error {
+	parts := append([]string{srv.name}, flags...)
+	if label != "" {
+		parts = append(parts, label)
+	}
+	o := overhead{server: strings.Join(parts, ", ")}
 	b.progress("overhead on %s: %d rounds of %v detached and attached", o.server, b.rounds, b.round)
 	// Unmeasured: the first seconds of a server's life (page faults, lazy
 	// allocation) would count against whichever run came first.
@@ -290,7 +334,7 @@ func (b *bench) bpfCost(srv *server, flags []string, l load) (bpfCost, error) {
 		return bpfCost{}, err
 	}
 	defer stats.Close()
-	a, err := attach(b.reqprof, b.dir, srv.pid(), flags)
+	a, err := attach(b.reqprof, b.dir, b.attachTarget(srv), flags)
 	if err != nil {
 		return bpfCost{}, err
 	}

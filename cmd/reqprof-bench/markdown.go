@@ -67,6 +67,16 @@ func (b *bench) writeGoals(w *strings.Builder) {
 	w.WriteString(table([]string{"Goal", "Target", "Measured", "Met"}, rows))
 }
 
+// floor is the overhead of reqprof attached to an idle process, if measured.
+func (b *bench) floor() (overhead, bool) {
+	for _, o := range b.overheads {
+		if strings.HasSuffix(o.server, floorLabel) {
+			return o, true
+		}
+	}
+	return overhead{}, false
+}
+
 func met(ok bool) string {
 	if ok {
 		return "yes"
@@ -101,6 +111,13 @@ func (b *bench) writeOverhead(w *strings.Builder) {
 		"other processes' CPU"}, rows))
 	w.WriteString("\n\"Other processes' CPU\" is the machine's CPU that neither the server, wrk nor the bench's reqprof used during the load, " +
 		"as a share of both cores (median over the runs): other work on a shared machine, and kernel threads, skew the figures by about that much.\n")
+	if floor, ok := b.floor(); ok {
+		nginx := b.overheads[0]
+		fmt.Fprintf(w, "\nThe row \"%s\" attaches reqprof to a sleeping process while nginx is loaded: "+
+			"its programs still run on each of nginx's and wrk's syscalls, softirqs and socket events, and return as soon as they see no target's thread. "+
+			"That floor cost nginx %+.2f µs per request and %s of its throughput; attached to nginx itself, reqprof cost %+.2f µs and %s.\n",
+			floor.server, floor.addedCPUUs(), percent(floor.throughputLoss()), nginx.addedCPUUs(), percent(nginx.throughputLoss()))
+	}
 
 	fmt.Fprintf(w, "\n### reqprof's own cost\n\n")
 	fmt.Fprintf(w, "BPF run time is the kernel's own statistics (BPF_ENABLE_STATS: run_time_ns and run_cnt of each of reqprof's programs), "+
