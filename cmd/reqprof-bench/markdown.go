@@ -144,7 +144,7 @@ func (b *bench) writeOverhead(w *strings.Builder) {
 			fmt.Sprintf("%.0f", float64(o.bpf.totalRunTime())/requests),
 			fmt.Sprintf("%.1f", float64(calls)/requests),
 			percent(c.windowCPUNs / b.round.Seconds() / 1e9),
-			fmt.Sprintf("%.2f", c.windowCPUNs/c.requests/1e3),
+			perRequestUs(c.windowCPUNs, c.requests),
 			fmt.Sprintf("%.0f ms", c.totalCPUNs/1e6),
 			megabytes(uint64(c.peakRSS)),
 			strconv.FormatUint(lost, 10),
@@ -350,6 +350,15 @@ func (o overhead) collectorMedians() collectorMedians {
 		totalCPUNs:  median(o.attached, func(t trial) float64 { return float64(t.collector.totalCPUNs) }),
 		peakRSS:     median(o.attached, func(t trial) float64 { return float64(t.collector.peakRSS) }),
 	}
+}
+
+// perRequestUs is ns over requests, in µs; a dash where the collector
+// counted none (attached to an idle process).
+func perRequestUs(ns, requests float64) string {
+	if requests == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", ns/requests/1e3)
 }
 
 func irqWorkPerRequest(t trial) float64 { return float64(t.irqWork) / float64(t.load.requests) }
