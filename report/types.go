@@ -109,7 +109,8 @@ type Target struct {
 
 	LostEvents uint64 // records or events reqprof could not keep: the sum of LostBreakdown
 	// LostBreakdown says where: "ring_buffer" (records the collector read
-	// too slowly), "thread_map_full", "conn_map_full", "malformed".
+	// too slowly), "thread_map_full" (no kernel memory for a thread's
+	// state; the key predates task storage), "conn_map_full", "malformed".
 	LostBreakdown map[string]uint64
 	Exited        bool // the process exited before the window closed
 	// Goroutines says, for a Go process, whether its CPU follows its
