@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/report"
-	"github.com/reqprof/reqprof/testdata/loadgen"
 )
 
 // runCalserver profiles one calibrated server under loadgen load and

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/report"
-	"github.com/reqprof/reqprof/testdata/loadgen"
 )
 
 // TestCompareTwoServersWithFloor attaches to three calibrated servers in one

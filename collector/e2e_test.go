@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reqprof/reqprof/testdata/nginxconf"
-
 	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/nginxconf"
 	"github.com/reqprof/reqprof/report"
-	"github.com/reqprof/reqprof/testdata/loadgen"
 )
 
 // TestCPUPerRequestMatchesServer is the foundation's proof: against a server

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/testdata/calserver"
-	"github.com/reqprof/reqprof/testdata/gohttp"
-	"github.com/reqprof/reqprof/testdata/loadgen"
+	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/gohttp"
+	"github.com/reqprof/reqprof/internal/loadgen"
 )
 
 // TestGoNetHTTP profiles a plain Go net/http server, goroutines free to move
@@ -25,7 +25,7 @@ import (
 func TestGoNetHTTP(t *testing.T) {
 	requireBPF(t)
 	bin := filepath.Join(t.TempDir(), "gohttp")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/reqprof/reqprof/testdata/gohttp/cmd/gohttp").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp").CombinedOutput(); err != nil {
 		t.Fatalf("building: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {

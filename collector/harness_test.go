@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/report"
-	"github.com/reqprof/reqprof/testdata/calserver"
 )
 
 // calserverBin is built once for all tests by TestMain.
@@ -34,7 +34,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	calserverBin = filepath.Join(dir, "calserver")
-	build := exec.Command("go", "build", "-o", calserverBin, "github.com/reqprof/reqprof/testdata/calserver/cmd/calserver")
+	build := exec.Command("go", "build", "-o", calserverBin, "github.com/reqprof/reqprof/internal/calserver/cmd/calserver")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the calibrated server:", err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/reqprof/reqprof/testdata/loadgen"
+	"github.com/reqprof/reqprof/internal/loadgen"
 )
 
 // TestWorkerPool: an epoll I/O thread reads each request and hands it,

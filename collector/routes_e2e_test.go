@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/report"
-	"github.com/reqprof/reqprof/testdata/loadgen"
 )
 
 func byRoute(requests []report.Request) map[string][]report.Request {

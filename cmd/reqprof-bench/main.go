@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reqprof/reqprof/testdata/calserver"
+	"github.com/reqprof/reqprof/internal/calserver"
 )
 
 // settings are the bench's flags.

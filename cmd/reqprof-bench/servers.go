@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reqprof/reqprof/testdata/calserver"
+	"github.com/reqprof/reqprof/internal/calserver"
 
-	"github.com/reqprof/reqprof/testdata/nginxconf"
+	"github.com/reqprof/reqprof/internal/nginxconf"
 )
 
 // calserverCommand makes the bench's own binary run the calibrated server.

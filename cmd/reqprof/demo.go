@@ -11,9 +11,9 @@ import (
 	"sync"
 
 	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/report"
-	"github.com/reqprof/reqprof/testdata/calserver"
-	"github.com/reqprof/reqprof/testdata/loadgen"
 )
 
 // demoServerCommand runs the bundled calibrated server; demo starts it as a

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/report"
-	"github.com/reqprof/reqprof/testdata/calserver"
 )
 
 const usage = `usage:

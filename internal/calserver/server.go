@@ -4,6 +4,13 @@
 // syscalls on OS threads it keeps to itself, outside Go's netpoller, so every
 // request runs start to finish on one thread, as in a C server; that is what
 // a per-thread profiler expects and what lets the thread's clock be the truth.
+//
+// It is code that ships in the reqprof binary (`reqprof demo` serves with
+// it, and so do reqprof-bench and the collector's tests), so it lives under
+// internal/, not testdata/, which holds data only. The demo servers, the load
+// generator and the nginx configuration sit side by side as internal/calserver,
+// internal/loadgen, internal/gohttp and internal/nginxconf rather than under
+// internal/demo/: the demo is only one of the programs that use them.
 package calserver
 
 import (

@@ -1,6 +1,11 @@
 // Package loadgen drives a loopback HTTP/1.1 server with bounded, closed-loop
 // load: each connection sends one request, reads the whole response, and only
 // then sends the next.
+//
+// It ships in the reqprof binary (`reqprof demo` loads its servers with it;
+// reqprof-bench and the collector's tests use it too), so it lives under
+// internal/, not testdata/, beside the servers it drives; see package
+// calserver for the layout.
 package loadgen
 
 import (

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/reqprof/reqprof/testdata/loadgen"
+	"github.com/reqprof/reqprof/internal/loadgen"
 )
 
 func main() { os.Exit(loadgen.Main(os.Args[1:])) }

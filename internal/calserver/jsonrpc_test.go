@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reqprof/reqprof/testdata/loadgen"
+	"github.com/reqprof/reqprof/internal/loadgen"
 )
 
 func TestParseRPC(t *testing.T) {

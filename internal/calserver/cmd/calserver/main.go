@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/reqprof/reqprof/testdata/calserver"
+	"github.com/reqprof/reqprof/internal/calserver"
 )
 
 func main() { os.Exit(calserver.Main(os.Args[1:])) }

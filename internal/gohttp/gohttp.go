@@ -1,6 +1,10 @@
 // Package gohttp is a plain Go net/http server whose handlers burn a known
 // amount of CPU: goroutines are free to move between threads, as in any Go
 // server, so a profiler must not assume a request stays on one thread.
+//
+// It is a program, not data, so it lives under internal/ beside the
+// calibrated server it is measured alongside; see package calserver for the
+// layout.
 package gohttp
 
 import (
@@ -21,7 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/reqprof/reqprof/testdata/calserver"
+	"github.com/reqprof/reqprof/internal/calserver"
 )
 
 func threadCPU() time.Duration {

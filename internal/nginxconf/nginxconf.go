@@ -1,6 +1,9 @@
 // Package nginxconf writes the nginx configuration reqprof's tests and
 // benchmark run Debian's nginx with: every request answered with a small
 // fixed body, on loopback, everything nginx writes kept in one directory.
+//
+// It is compiled into reqprof-bench, so it lives under internal/, not
+// testdata/, beside the other servers; see package calserver for the layout.
 package nginxconf
 
 import "fmt"
