@@ -255,7 +255,7 @@ func (b *bench) measureServer(srv *server, a *attachment, l load, t *trial) erro
 	t.load, t.serverCPUNs = result, after-before
 	ours := t.serverCPUNs + result.cpuNs + collectorAfter - collectorBefore
 	t.othersCPUNs = max(busyAfter-busyBefore, ours) - ours
-	t.otherReqprofs, err = reqprofInstances()
+	t.otherReqprofs, err = collector.LoadedInstances()
 	if a != nil {
 		t.otherReqprofs--
 	}
@@ -499,9 +499,13 @@ func takeSample(a *attachment, objs *bpfObjects, at time.Duration) (sample, erro
 	if x.rss, err = rssBytes(a.pid()); err != nil {
 		return x, err
 	}
-	conns := objs.maps["conns"]
+	connsName, err := collector.ConnsMapName()
+	if err != nil {
+		return x, err
+	}
+	conns := objs.maps[connsName]
 	if conns == nil {
-		return x, errors.New(`reqprof holds no "conns" map`)
+		return x, fmt.Errorf("reqprof holds no %q map", connsName)
 	}
 	if x.conns, err = entries(conns); err != nil {
 		return x, err

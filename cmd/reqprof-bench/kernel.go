@@ -45,32 +45,6 @@ func machineBusyNs() (uint64, error) {
 	return busy * (1e9 / userHz), nil
 }
 
-// reqprofInstances counts the loaded programs named on_sched_switch: one per
-// reqprof, or reqprof test, loaded on the machine.
-func reqprofInstances() (int, error) {
-	n := 0
-	id := ebpf.ProgramID(0)
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
-		if err != nil {
-			continue // unloaded since
-		}
-		info, err := p.Info()
-		p.Close()
-		if err == nil && info.Name == "on_sched_switch" {
-			n++
-		}
-	}
-}
-
 // irqWorkInterrupts is the machine's count of IRQ work interrupts so far
 // (the IWI line of /proc/interrupts, summed over CPUs). A BPF program that
 // wakes a ring buffer's reader raises one: the count tells how often
