@@ -118,7 +118,14 @@ func (b *bench) writeOverhead(w *strings.Builder) {
 			"That floor cost nginx %+.2f µs per request and %s of its throughput; attached to nginx itself, reqprof cost %+.2f µs and %s.\n",
 			floor.server, floor.addedCPUUs(), percent(floor.throughputLoss()), nginx.addedCPUUs(), percent(nginx.throughputLoss()))
 	}
+	b.writeOwnCost(w)
+	b.writeProgramRunTimes(w)
+}
 
+// writeOwnCost writes the table of what reqprof itself cost in each
+// server's overhead runs: BPF run time and calls, the collector's CPU and
+// memory, lost events and IRQ work interrupts.
+func (b *bench) writeOwnCost(w *strings.Builder) {
 	fmt.Fprintf(w, "\n### reqprof's own cost\n\n")
 	fmt.Fprintf(w, "BPF run time is the kernel's own statistics (BPF_ENABLE_STATS: run_time_ns and run_cnt of each of reqprof's programs), "+
 		"read in one more attached run per server with the statistics on throughout (they add two clock reads to every program call; "+
@@ -127,7 +134,7 @@ func (b *bench) writeOverhead(w *strings.Builder) {
 		"it excludes the kernel's trampoline into each program. "+
 		"Collector CPU and memory are the `reqprof attach` process's: CPU from attached to the end of the load (medians over the attached runs), "+
 		"and whole-life CPU and peak RSS (getrusage) including loading, calibration and writing the report.\n\n")
-	rows = nil
+	var rows [][]string
 	for _, o := range b.overheads {
 		c := o.collectorMedians()
 		var lost uint64
@@ -156,14 +163,18 @@ func (b *bench) writeOverhead(w *strings.Builder) {
 		"IRQ work interrupts/req, detached and attached"}, rows))
 	w.WriteString("\nIRQ work interrupts (/proc/interrupts IWI, whole machine, over the load; medians) are how a BPF program's ring-buffer output wakes the reader: " +
 		"about one per request means reqprof's collector is woken for nearly every record, each wake-up an interrupt and a context switch.\n")
+}
 
+// writeProgramRunTimes writes each BPF program's run time and calls per
+// request, a column per server, in the order of the first server's.
+func (b *bench) writeProgramRunTimes(w *strings.Builder) {
 	fmt.Fprintf(w, "\nEach program's run time per request, in ns, and in brackets its calls per request, "+
 		"in the order of the first server's run time:\n\n")
 	header := []string{"Program"}
 	for _, o := range b.overheads {
 		header = append(header, o.server)
 	}
-	rows = nil
+	var rows [][]string
 	for _, p := range b.overheads[0].bpf.programs {
 		row := []string{p.name}
 		for _, o := range b.overheads {
