@@ -48,43 +48,21 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	var servers []*calserver.Process
+	servers, targets, err := startDemoServers()
 	defer func() {
 		for _, s := range servers {
 			s.Kill()
 		}
 	}()
-	var targets []collector.Target
-	for _, d := range demoServers {
-		s, err := startDemoServer(d.args)
-		if err != nil {
-			return err
-		}
-		servers = append(servers, s)
-		targets = append(targets, collector.Target{PID: s.PID(), Label: d.label})
+	if err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	attached := make(chan struct{})
-	type outcome struct {
-		run report.Run
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		cfg := out.config(targets)
-		cfg.OnAttached = func(line string) {
-			fmt.Fprintln(stderr, line)
-			close(attached)
-		}
-		run, err := collector.Run(ctx, cfg)
-		done <- outcome{run, err}
-	}()
-	select {
-	case <-attached:
-	case o := <-done:
-		return o.err
+	done, err := startCollector(ctx, out.config(targets), stderr)
+	if done == nil {
+		return err
 	}
 
 	fmt.Fprintf(stderr, "reqprof: demo load: %d MCP tools/call requests over %d connections to each of %d servers\n",
@@ -98,24 +76,85 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	if o.err != nil {
 		return o.err
 	}
-	var truths []calserver.Stats
-	for _, s := range servers {
-		truth, err := s.Stop()
-		if err != nil {
-			return err
-		}
-		truths = append(truths, truth)
+	truths, err := stopDemoServers(servers)
+	if err != nil {
+		return err
 	}
 	if err := writeReport([]report.Run{o.run}, out, false, stdout); err != nil {
 		return err
 	}
 	if out.jsonPath != "-" {
-		fmt.Fprintln(stdout, "\neach server's own measure (CLOCK_THREAD_CPUTIME_ID around each request):")
-		for i, truth := range truths {
-			fmt.Fprintf(stdout, "  %-6s %d requests, %.1f µs CPU per request\n", demoServers[i].label, truth.Requests, truth.MeanCPUMicros())
-		}
+		writeTruths(stdout, truths)
 	}
 	return nil
+}
+
+// startDemoServers starts every demo server and returns them with the
+// targets reqprof attaches to. On an error it returns the servers started
+// so far, for the caller to kill.
+func startDemoServers() ([]*calserver.Process, []collector.Target, error) {
+	var servers []*calserver.Process
+	var targets []collector.Target
+	for _, d := range demoServers {
+		s, err := startDemoServer(d.args)
+		if err != nil {
+			return servers, nil, err
+		}
+		servers = append(servers, s)
+		targets = append(targets, collector.Target{PID: s.PID(), Label: d.label})
+	}
+	return servers, targets, nil
+}
+
+// collectorOutcome is what a collector run ends with.
+type collectorOutcome struct {
+	run report.Run
+	err error
+}
+
+// startCollector runs reqprof's collector with cfg until ctx is done, and
+// returns once it is attached, with the channel its outcome arrives on. If
+// the collector ends before it is attached, the channel is nil and the
+// error is the collector's.
+func startCollector(ctx context.Context, cfg collector.Config, stderr io.Writer) (<-chan collectorOutcome, error) {
+	attached := make(chan struct{})
+	done := make(chan collectorOutcome, 1)
+	go func() {
+		cfg.OnAttached = func(line string) {
+			fmt.Fprintln(stderr, line)
+			close(attached)
+		}
+		run, err := collector.Run(ctx, cfg)
+		done <- collectorOutcome{run, err}
+	}()
+	select {
+	case <-attached:
+		return done, nil
+	case o := <-done:
+		return nil, o.err
+	}
+}
+
+// stopDemoServers stops every server and returns each one's own measure.
+func stopDemoServers(servers []*calserver.Process) ([]calserver.Stats, error) {
+	var truths []calserver.Stats
+	for _, s := range servers {
+		truth, err := s.Stop()
+		if err != nil {
+			return nil, err
+		}
+		truths = append(truths, truth)
+	}
+	return truths, nil
+}
+
+// writeTruths prints each demo server's own measure of its requests, to set
+// beside reqprof's.
+func writeTruths(w io.Writer, truths []calserver.Stats) {
+	fmt.Fprintln(w, "\neach server's own measure (CLOCK_THREAD_CPUTIME_ID around each request):")
+	for i, truth := range truths {
+		fmt.Fprintf(w, "  %-6s %d requests, %.1f µs CPU per request\n", demoServers[i].label, truth.Requests, truth.MeanCPUMicros())
+	}
 }
 
 // loadAll drives every server at once with the same load.
