@@ -13,155 +13,199 @@ import (
 	"github.com/reqprof/reqprof/report"
 )
 
-// Mirrors of the enums in bpf/reqprof.bpf.c.
-const (
-	phaseIdle       = 0
-	phaseReading    = 1
-	phaseResponding = 2
-	roleServer      = 1
-)
-
-// buildRun turns the BPF maps and the decoded records into report types.
-func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta report.Meta, startNs, endNs, malformed uint64) (report.Run, error) {
-	targets := make([]report.Target, len(procs))
+// buildRun reads what the BPF side holds when the window closes, once the
+// settle iterators have run, and turns it into report types with the
+// records the collector consumed.
+func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta report.Meta, startNs, endNs uint64) (report.Run, error) {
+	threads, err := settle(objs)
+	if err != nil {
+		return report.Run{}, err
+	}
+	stats := make([]reqprofTargetStats, len(procs))
 	for i, p := range procs {
 		var perCPU []reqprofTargetStats
 		if err := objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
 			return report.Run{}, fmt.Errorf("reading counters of %d: %w", p.PID, err)
 		}
-		s := sumStats(perCPU)
-		t := report.Target{
-			PID:                p.PID,
-			Comm:               p.comm,
-			Label:              p.Label,
-			Threads:            int(s.ThreadsSeen),
-			UnfinishedNs:       s.DroppedNs,
-			UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
-			UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs,
-			BetweenRequestsNs:  s.BetweenRequestsNs,
-			RunqueueNs:         s.RunqueueNs,
-			OffCPUNs:           s.OffcpuNs,
-			LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
-			LostBreakdown:      lostBreakdown(s),
-			Exited:             p.exited,
-			Goroutines:         p.goroutines,
-		}
-		if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && !p.followed(s) {
-			t.SchedCPUNs = p.schedNsAt - p.schedNs0
-		}
-		targets[i] = t
+		stats[i] = sumStats(perCPU)
 	}
-	// Records the collector could not decode are lost events of some
-	// target; the first is as good as any to show them on.
-	if malformed > 0 {
-		targets[0].LostEvents += malformed
-		if targets[0].LostBreakdown == nil {
-			targets[0].LostBreakdown = map[string]uint64{}
-		}
-		targets[0].LostBreakdown["malformed"] = malformed
-	}
-
-	threads, err := readThreads(objs)
-	if err != nil {
-		return report.Run{}, err
-	}
-	// What threads were charged for a connection and had not yet added to
-	// it (they do so when they turn to another, or leave their CPU).
-	pendingFor := map[uint64][]*reqprofThreadState{}
-	for i := range threads {
-		if st := &threads[i].state; st.Dirty != 0 {
-			pendingFor[st.Conn] = append(pendingFor[st.Conn], st)
-		}
-	}
-
-	// Connections open when the window closed. A request whose response
-	// was being written is finished: the window's end ends it. One still
-	// being read, or begun before the window, is unfinished: its CPU is
-	// attributed but it is no request of the distribution.
-	openConns := map[uint64]bool{}
+	b := newRunBuilder(procs, res, stats)
 	var cookie uint64
 	var c reqprofConnState
 	iter := objs.Conns.Iterate()
 	for iter.Next(&cookie, &c) {
-		r := &c.Rec
-		if c.Role != roleServer || int(r.Target) >= len(targets) {
-			continue
-		}
-		openConns[cookie] = true
-		t := &targets[r.Target]
-		for _, st := range pendingFor[cookie] {
-			if st.InTail != 0 {
-				mergeCost(&c.Tail, &st.Pending)
-			} else {
-				mergeCost(&r.Cost, &st.Pending)
-				mergeWaits(&r.Cost, &st.Pending)
-			}
-		}
-		// What the thread did after the response so far belongs to it.
-		t.BetweenRequestsNs += cpuNs(&c.Tail)
-		mergeCost(&r.Cost, &c.Tail)
-		switch {
-		case c.Phase == phaseResponding && r.Flags&recordStartUnseen == 0:
-			req := requestOf(r)
-			req.Conn = cookie
-			req.Route = names.name(r.Payload[:min(int(r.PayloadLen), len(r.Payload))], r.LocalPort)
-			procs[r.Target].finished.add(req)
-			procs[r.Target].kernel.add(&r.Cost)
-		case c.Phase != phaseIdle:
-			t.UnfinishedRequests++
-			t.UnfinishedNs += cpuNs(&r.Cost)
-		default:
-			t.UnfinishedNs += cpuNs(&r.Cost)
-		}
+		b.addOpenConn(cookie, &c)
 	}
 	if err := iter.Err(); err != nil {
 		return report.Run{}, fmt.Errorf("reading open connections: %w", err)
 	}
-	for i, p := range procs {
-		targets[i].Finished = p.finished.totals
-		targets[i].KernelBreakdown = p.kernel.breakdown()
-		targets[i].RouteTotals = p.finished.byRoute
-		targets[i].Requests = p.finished.sample.kept
-	}
+	b.addThreads(threads, endNs)
+	return b.run(meta, startNs, endNs), nil
+}
 
-	// Time threads were still on a CPU, or held back inside a syscall, when
-	// the window closed: no event was left to charge it.
-	live := make([][]report.UnattributedSource, len(targets))
+// settle runs the settle iterators of bpf/reqprof.bpf.c, so that what
+// threads and connections' tails still hold reaches its destination by the
+// programs' own rules, and returns each thread's state as settled. Threads
+// go first: a thread in a tail adds to it.
+func settle(objs *bpfObjects) ([]threadEntry, error) {
+	b, err := runIter(link.IterOptions{Program: objs.SettleThreads})
+	if err != nil {
+		return nil, fmt.Errorf("settling threads: %w", err)
+	}
+	threads, err := decodeThreads(b)
+	if err != nil {
+		return nil, fmt.Errorf("reading threads: %w", err)
+	}
+	if _, err := runIter(link.IterOptions{Program: objs.SettleConns, Map: objs.Conns}); err != nil {
+		return nil, fmt.Errorf("settling connections: %w", err)
+	}
+	return threads, nil
+}
+
+// runIter runs an iterator program once and returns what it wrote.
+func runIter(opts link.IterOptions) ([]byte, error) {
+	it, err := link.AttachIter(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	r, err := it.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// runBuilder turns what the BPF side holds at the window's end, as plain
+// values, into report types: the charging is done by then, and what is
+// left is to say which request, finished or not, or which thread, each
+// nanosecond belongs to. No BPF is needed to test it.
+type runBuilder struct {
+	procs   []*process
+	names   *routeNames
+	targets []report.Target
+	// open are the served connections open when the window closed.
+	open map[uint64]bool
+}
+
+// newRunBuilder starts from the targets' counters, summed over CPUs, and
+// the records consumed.
+func newRunBuilder(procs []*process, res consumeResult, stats []reqprofTargetStats) *runBuilder {
+	b := &runBuilder{procs: procs, names: res.names, targets: make([]report.Target, len(procs)), open: map[uint64]bool{}}
+	for i, p := range procs {
+		p.finished, p.kernel = res.finished[i], &res.kernel[i]
+		b.targets[i] = targetOf(p, stats[i])
+	}
+	// Records the collector could not decode are lost events of some
+	// target; the first is as good as any to show them on.
+	if res.malformed > 0 {
+		t := &b.targets[0]
+		t.LostEvents += res.malformed
+		if t.LostBreakdown == nil {
+			t.LostBreakdown = map[string]uint64{}
+		}
+		t.LostBreakdown["malformed"] = res.malformed
+	}
+	return b
+}
+
+// targetOf is a target as its counters describe it.
+func targetOf(p *process, s reqprofTargetStats) report.Target {
+	t := report.Target{
+		PID:                p.PID,
+		Comm:               p.comm,
+		Label:              p.Label,
+		Threads:            int(s.ThreadsSeen),
+		UnfinishedNs:       s.DroppedNs,
+		UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
+		UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs,
+		BetweenRequestsNs:  s.BetweenRequestsNs,
+		RunqueueNs:         s.RunqueueNs,
+		OffCPUNs:           s.OffcpuNs,
+		LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
+		LostBreakdown:      lostBreakdown(s),
+		Exited:             p.exited,
+		Goroutines:         p.goroutines,
+	}
+	if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && s.ChildrenFollowed == 0 {
+		t.SchedCPUNs = p.schedNsAt - p.schedNs0
+	}
+	return t
+}
+
+// addOpenConn counts a connection open when the window closed, its tail
+// settled. A request whose response was being written is finished: the
+// window's end ends it. One still being read, or begun before the window,
+// is unfinished: its CPU is attributed but it is no request of the
+// distribution.
+func (b *runBuilder) addOpenConn(cookie uint64, c *reqprofConnState) {
+	r := &c.Rec
+	if c.Role != reqprofConnRoleROLE_SERVER || int(r.Target) >= len(b.targets) {
+		return
+	}
+	b.open[cookie] = true
+	t := &b.targets[r.Target]
+	switch {
+	case c.Phase == reqprofConnPhasePHASE_RESPONDING && r.Flags&uint32(reqprofRecordFlagsREQ_START_UNSEEN) == 0:
+		req := requestOf(r)
+		req.Conn = cookie
+		req.Route = b.names.name(r.Payload[:min(int(r.PayloadLen), len(r.Payload))], r.LocalPort)
+		b.procs[r.Target].finished.add(req)
+		b.procs[r.Target].kernel.add(&r.Cost)
+	case c.Phase != reqprofConnPhasePHASE_IDLE:
+		t.UnfinishedRequests++
+		t.UnfinishedNs += cpuNs(&r.Cost)
+	default:
+		t.UnfinishedNs += cpuNs(&r.Cost)
+	}
+}
+
+// addThreads counts the time threads were still on a CPU, or held back
+// inside a syscall, when the window closed at endNs: no event was left to
+// charge it. It goes to the request of the thread's connection if that is
+// open, else it is unattributed. Threads are named by their unattributed
+// CPU.
+func (b *runBuilder) addThreads(threads []threadEntry, endNs uint64) {
+	live := make([][]report.UnattributedSource, len(b.targets))
 	for _, th := range threads {
 		st := &th.state
-		if int(st.Target) >= len(targets) {
+		if int(st.Target) >= len(b.targets) {
 			continue
 		}
-		t := &targets[st.Target]
-		unattributed := st.UnattributedNs
-		if st.Dirty != 0 && !openConns[st.Conn] {
-			unattributed += cpuNs(&st.Pending) // its connection closed
-			t.UnattributedNs += cpuNs(&st.Pending)
+		t := &b.targets[st.Target]
+		if st.Serving.UnattributedNs > 0 {
+			live[st.Target] = append(live[st.Target], report.UnattributedSource{TID: th.tid, Ns: st.Serving.UnattributedNs})
 		}
-		if unattributed > 0 {
-			live[st.Target] = append(live[st.Target], report.UnattributedSource{TID: th.tid, Ns: unattributed})
+		running := st.Clock.HeldNs
+		if st.Clock.RunStartNs != 0 && st.Clock.RunStartNs < endNs {
+			running += endNs - st.Clock.RunStartNs
 		}
-
-		pending := st.HeldNs
-		if st.RunStartNs != 0 && st.RunStartNs < endNs {
-			pending += endNs - st.RunStartNs
+		if b.open[st.Serving.Conn] {
+			t.UnfinishedNs += running
+		} else {
+			t.UnattributedNs += running
 		}
-		switch {
-		case openConns[st.Conn]:
-			t.UnfinishedNs += pending
-		default:
-			t.UnattributedNs += pending
-		}
-
 		// Debt is time charged beyond the kernel's accounting and not
 		// yet paid back. Threads run into it at the end of a slice, most
 		// often waiting outside any request, so it is taken from there.
-		t.UnattributedNs -= min(st.DebtNs, t.UnattributedNs)
+		t.UnattributedNs -= min(st.Clock.DebtNs, t.UnattributedNs)
 	}
-	for i := range targets {
-		targets[i].UnattributedSources = largestSources(live[i], targets[i].UnattributedNs)
+	for i := range b.targets {
+		b.targets[i].UnattributedSources = largestSources(live[i], b.targets[i].UnattributedNs)
 	}
-	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets, Meta: meta}, nil
+}
+
+// run is the window's result, every finished request counted.
+func (b *runBuilder) run(meta report.Meta, startNs, endNs uint64) report.Run {
+	for i, p := range b.procs {
+		t := &b.targets[i]
+		t.Finished = p.finished.totals
+		t.KernelBreakdown = p.kernel.breakdown()
+		t.RouteTotals = p.finished.byRoute
+		t.Requests = p.finished.sample.kept
+	}
+	return report.Run{Duration: time.Duration(endNs - startNs), Targets: b.targets, Meta: meta}
 }
 
 type threadEntry struct {
@@ -169,32 +213,8 @@ type threadEntry struct {
 	state reqprofThreadState
 }
 
-// readThreads reads every thread's state. It lives in the tasks (task
-// storage), which no key iterates over: a task iterator program writes each
-// as its tid (8 bytes) and its state.
-func readThreads(objs *reqprofObjects) ([]threadEntry, error) {
-	it, err := link.AttachIter(link.IterOptions{Program: objs.DumpThreads})
-	if err != nil {
-		return nil, fmt.Errorf("reading threads: %w", err)
-	}
-	defer it.Close()
-	r, err := it.Open()
-	if err != nil {
-		return nil, fmt.Errorf("reading threads: %w", err)
-	}
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading threads: %w", err)
-	}
-	threads, err := decodeThreads(b)
-	if err != nil {
-		return nil, fmt.Errorf("reading threads: %w", err)
-	}
-	return threads, nil
-}
-
-// decodeThreads decodes what the task iterator wrote.
+// decodeThreads decodes what settle_threads wrote: each thread as its tid
+// (8 bytes) and its state.
 func decodeThreads(b []byte) ([]threadEntry, error) {
 	size := 8 + binary.Size(reqprofThreadState{})
 	if len(b)%size != 0 {
@@ -248,48 +268,6 @@ func lostBreakdown(s reqprofTargetStats) map[string]uint64 {
 	}
 	return lost
 }
-
-// mergeCost adds a tail's CPU to its request's, as settle_tail does in
-// bpf/reqprof.bpf.c; the tail's waiting is for the next request.
-func mergeCost(into, tail *reqprofCost) {
-	into.UserNs += tail.UserNs
-	into.SyscallNs += tail.SyscallNs
-	into.IrqNs += tail.IrqNs
-	into.PageFaults += tail.PageFaults
-	into.OtherSyscallNs += tail.OtherSyscallNs
-	into.OtherSyscallCalls += tail.OtherSyscallCalls
-	for i := range into.SoftirqNs {
-		into.SoftirqNs[i] += tail.SoftirqNs[i]
-	}
-next:
-	for _, slot := range tail.Syscalls {
-		if slot.Nr == 0 {
-			continue
-		}
-		for i := range into.Syscalls {
-			if into.Syscalls[i].Nr == slot.Nr || into.Syscalls[i].Nr == 0 {
-				into.Syscalls[i].Nr = slot.Nr
-				into.Syscalls[i].Ns += slot.Ns
-				into.Syscalls[i].Calls += slot.Calls
-				continue next
-			}
-		}
-		into.OtherSyscallNs += slot.Ns
-		into.OtherSyscallCalls += slot.Calls
-	}
-}
-
-// mergeWaits adds what mergeCost leaves out: a tail's waiting is no part of
-// the request it follows, but a request's own is.
-func mergeWaits(into, from *reqprofCost) {
-	into.RunqueueNs += from.RunqueueNs
-	into.OffcpuNs += from.OffcpuNs
-	into.VoluntarySwitches += from.VoluntarySwitches
-	into.InvoluntarySwitches += from.InvoluntarySwitches
-}
-
-// followed says whether processes joined the target in the window.
-func (p *process) followed(s reqprofTargetStats) bool { return s.ChildrenFollowed > 0 }
 
 func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 	var sum reqprofTargetStats

@@ -32,7 +32,7 @@ const calibrationTarget = maxTargets - 1
 // reads. On a thread of this process, made a target for the while, it is
 // the CPU clock's cost per getppid() less what the programs charge. The
 // programs must be attached and enabled.
-func calibrateSyscallEntry(objs *reqprofObjects) (uint64, error) {
+func calibrateSyscallEntry(objs *bpfObjects) (uint64, error) {
 	// The middle of a few measures some ms apart: on a virtual machine a
 	// stretch of a few ms can run every syscall a fifth slower (the host's
 	// doing), and a measure taken in one would overcharge every syscall of
@@ -59,7 +59,7 @@ const (
 	calibrationSpacing = 20 * time.Millisecond
 )
 
-func measureSyscallEntry(objs *reqprofObjects) (uint64, error) {
+func measureSyscallEntry(objs *bpfObjects) (uint64, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	self := uint32(os.Getpid())
@@ -129,11 +129,11 @@ var calibrationMeasures atomic.Uint64
 // programs make the calibrating thread serve from its next syscall once
 // calibration_tid names it: its syscalls then take the programs' full path,
 // the one a server's do, and its cost is what gets measured.
-func serveFakeRequest(objs *reqprofObjects, cookie uint64) error {
+func serveFakeRequest(objs *bpfObjects, cookie uint64) error {
 	var c reqprofConnState
-	c.Rec.Target = calibrationTarget
-	c.Phase = phaseReading
-	c.Role = roleServer
+	c.Rec.Target = uint32(calibrationTarget)
+	c.Phase = reqprofConnPhasePHASE_READING
+	c.Role = reqprofConnRoleROLE_SERVER
 	if err := objs.Conns.Put(cookie, &c); err != nil {
 		return err
 	}

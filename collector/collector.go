@@ -13,15 +13,11 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
 	"github.com/reqprof/reqprof/report"
 )
-
-// maxTargets is MAX_TARGETS in bpf/reqprof.bpf.c.
-const maxTargets = 64
 
 // Target is one process to profile, or every process of a cgroup.
 type Target struct {
@@ -50,9 +46,6 @@ type Config struct {
 	// profiled through its master.
 	FollowChildren bool
 }
-
-// MaxCaptureBytes is PAYLOAD_MAX in bpf/reqprof.bpf.c.
-const MaxCaptureBytes = 512
 
 // pollInterval is how often the collector checks that targets are alive and
 // picks up ports they started listening on.
@@ -169,10 +162,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	if res.err != nil {
 		return report.Run{}, res.err
 	}
-	for i, p := range procs {
-		p.finished, p.kernel = res.finished[i], &res.kernel[i]
-	}
-	run, err := buildRun(objs, procs, res.names, meta, startNs, endNs, res.malformed)
+	run, err := buildRun(objs, procs, res, meta, startNs, endNs)
 	run.Overhead = cost
 	return run, err
 }
@@ -187,29 +177,6 @@ func (cfg Config) capture() int {
 	return cfg.CaptureBytes
 }
 
-func load(captureBytes int, followChildren bool) (*reqprofObjects, error) {
-	if captureBytes < 0 || captureBytes > MaxCaptureBytes {
-		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", captureBytes, MaxCaptureBytes)
-	}
-	spec, err := loadReqprof()
-	if err != nil {
-		return nil, err
-	}
-	if err := spec.Variables["capture_bytes"].Set(uint32(captureBytes)); err != nil {
-		return nil, fmt.Errorf("setting capture bytes: %w", err)
-	}
-	if followChildren {
-		if err := spec.Variables["follow_children"].Set(uint32(1)); err != nil {
-			return nil, fmt.Errorf("following children: %w", err)
-		}
-	}
-	var objs reqprofObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		return nil, describeLoadError(err)
-	}
-	return &objs, nil
-}
-
 // Values of targets_generation: each change of the targets map voids what
 // the programs cached about which task is a target.
 const (
@@ -220,7 +187,7 @@ const (
 
 // enableAndCalibrate starts the programs with no target registered and
 // measures the syscall entry cost on a thread of the collector.
-func enableAndCalibrate(objs *reqprofObjects, overhead *overheadMeter) error {
+func enableAndCalibrate(objs *bpfObjects, overhead *overheadMeter) error {
 	if err := objs.TargetsGeneration.Set(uint32(generationNoTargets)); err != nil {
 		return fmt.Errorf("enabling the programs: %w", err)
 	}
@@ -236,7 +203,7 @@ func enableAndCalibrate(objs *reqprofObjects, overhead *overheadMeter) error {
 // openWindow registers the targets: a target's threads seen first after
 // this have run since the window's start, and each target's CPU clock is
 // read at the same instant.
-func openWindow(objs *reqprofObjects, procs []*process, followChildren bool) (startNs uint64, err error) {
+func openWindow(objs *bpfObjects, procs []*process, followChildren bool) (startNs uint64, err error) {
 	startNs = monotonicNs()
 	if err := objs.EnableNs.Set(startNs); err != nil {
 		return 0, fmt.Errorf("setting the window start: %w", err)
@@ -301,7 +268,7 @@ func openTargets(targets []Target) ([]*process, error) {
 // register puts a target's processes into the targets map: its own, its
 // members, and with children followed, its descendants now (the programs
 // add later ones as they fork).
-func (p *process) register(objs *reqprofObjects, index int, followChildren bool) error {
+func (p *process) register(objs *bpfObjects, index int, followChildren bool) error {
 	pids := append([]int{p.PID}, p.members...)
 	if followChildren {
 		for _, pid := range pids {
@@ -326,7 +293,7 @@ func (p *process) register(objs *reqprofObjects, index int, followChildren bool)
 // addProcess makes pid one of target index's processes, and says how its
 // goroutines are followed if it is a Go process (else ""). A Go process's
 // layout goes in first, so that its threads find it from their first event.
-func addProcess(objs *reqprofObjects, pid, index int, flags ebpf.MapUpdateFlags) (goroutines string, err error) {
+func addProcess(objs *bpfObjects, pid, index int, flags ebpf.MapUpdateFlags) (goroutines string, err error) {
 	layout, err := goLayoutOf(pid)
 	switch {
 	case err == nil:
@@ -355,7 +322,7 @@ func goLayoutOf(pid int) (goLayout, error) {
 }
 
 // refreshCgroup adds processes that joined a cgroup target since.
-func (p *process) refreshCgroup(objs *reqprofObjects, index int) {
+func (p *process) refreshCgroup(objs *bpfObjects, index int) {
 	if p.Cgroup == "" {
 		return
 	}
@@ -375,62 +342,6 @@ func (p *process) refreshCgroup(objs *reqprofObjects, index int) {
 	}
 }
 
-// attachAll attaches every program; on error it returns the links made so
-// far so the caller can close them. Optional tracepoints (x86's local timer,
-// user page faults) are skipped where the kernel lacks them.
-func attachAll(objs *reqprofObjects) ([]link.Link, error) {
-	progs := []struct {
-		tracepoint tracepoint
-		prog       *ebpf.Program
-	}{
-		{tpSchedSwitch, objs.OnSchedSwitch},
-		{tpSchedWaking, objs.OnSchedWaking},
-		{tpSchedWakeup, objs.OnSchedWakeup},
-		{tpSchedWakeupNew, objs.OnSchedWakeupNew},
-		{tpSchedProcessFork, objs.OnSchedProcessFork},
-		{tpSysEnter, objs.OnSysEnter},
-		{tpSysExit, objs.OnSysExit},
-		{tpSockRecvLength, objs.OnSockRecvLength},
-		{tpSockSendLength, objs.OnSockSendLength},
-		{tpInetSockSetState, objs.OnInetSockSetState},
-		{tpSoftirqEntry, objs.OnSoftirqEntry},
-		{tpSoftirqExit, objs.OnSoftirqExit},
-		{tpIrqHandlerEntry, objs.OnIrqHandlerEntry},
-		{tpIrqHandlerExit, objs.OnIrqHandlerExit},
-		{tpLocalTimerEntry, objs.OnLocalTimerEntry},
-		{tpLocalTimerExit, objs.OnLocalTimerExit},
-		{tpPageFaultUser, objs.OnPageFaultUser},
-	}
-	var links []link.Link
-	for _, p := range progs {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
-		if err != nil {
-			if p.tracepoint.optional {
-				continue
-			}
-			return links, fmt.Errorf("attaching to tracepoint %s: %w", p.tracepoint.name, err)
-		}
-		links = append(links, l)
-	}
-	return links, nil
-}
-
-// describeLoadError keeps the part of a verifier log that says why.
-func describeLoadError(err error) error {
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		log := ve.Log
-		if len(log) > 6 {
-			log = log[len(log)-6:]
-		}
-		return fmt.Errorf("the kernel's verifier rejected reqprof's BPF programs: %s", strings.Join(log, " | "))
-	}
-	if errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("loading BPF programs was refused (not root, or locked down): %w", err)
-	}
-	return fmt.Errorf("loading BPF programs: %w", err)
-}
-
 func attachedLine(procs []*process) string {
 	var parts []string
 	threads := 0
@@ -447,7 +358,7 @@ func attachedLine(procs []*process) string {
 
 // waitWindow returns when the duration passes, ctx is done, or every target
 // has exited. Meanwhile it notes exits and new listening ports.
-func waitWindow(ctx context.Context, duration time.Duration, objs *reqprofObjects, procs []*process, overhead *overheadMeter) {
+func waitWindow(ctx context.Context, duration time.Duration, objs *bpfObjects, procs []*process, overhead *overheadMeter) {
 	var deadline <-chan time.Time
 	if duration > 0 {
 		timer := time.NewTimer(duration)
@@ -580,7 +491,7 @@ func newConsumeResult(targets int) consumeResult {
 // add keeps what is needed of a decoded record; a malformed one, or one
 // of a request whose start the programs did not see, is only counted.
 func (res *consumeResult) add(d decodedRecord) {
-	if int(d.target) >= len(res.finished) || d.flags&recordStartUnseen != 0 {
+	if int(d.target) >= len(res.finished) || d.flags&uint32(reqprofRecordFlagsREQ_START_UNSEEN) != 0 {
 		res.malformed++
 		return
 	}

@@ -13,11 +13,9 @@ import (
 // has it, followed by payload_len captured bytes.
 const recordHeaderSize = int(unsafe.Offsetof(reqprofRequestRecord{}.Payload))
 
-// recordStartUnseen mirrors REQ_START_UNSEEN in bpf/reqprof.bpf.c.
-const recordStartUnseen = 1
-
-// softirqNames are the kernel's softirq vectors, in order (NR_SOFTIRQS).
-var softirqNames = [...]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
+// softirqNames are the kernel's softirq vectors, in order: NR_SOFTIRQS of
+// them, which the array's length checks at compile time.
+var softirqNames = [reqprofLimitsNR_SOFTIRQS]string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
 
 // decodedRecord is a request record at the BPF boundary, already in domain
 // types; target is the index the collector gave the process.
@@ -107,7 +105,7 @@ func cpuNs(c *reqprofCost) uint64 {
 
 // unknownSyscall is the number the BPF side gives a syscall entered before
 // the window opened.
-const unknownSyscall = 0xfffff
+const unknownSyscall = uint32(reqprofLimitsSYSCALL_UNKNOWN)
 
 // Cause names are built once: decoding a record must not allocate.
 var (

@@ -115,10 +115,11 @@ func FuzzDecodeRecord(f *testing.F) {
 
 func TestDecodeThreads(t *testing.T) {
 	var want reqprofThreadState
-	want.Conn = 42
-	want.UnattributedNs = 1234
-	want.Pending.UserNs = 99
-	want.Dirty = 1
+	want.Serving.Conn = 42
+	want.Serving.UnattributedNs = 1234
+	want.Serving.Pending.UserNs = 99
+	want.Serving.Dirty = 1
+	want.Clock.DebtNs = 5
 	entry := binary.NativeEndian.AppendUint64(nil, 7)
 	entry, err := binary.Append(entry, binary.NativeEndian, &want)
 	if err != nil {

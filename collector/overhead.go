@@ -26,7 +26,7 @@ import (
 // charged to each syscall is switched with them, as it is calibrated both
 // ways.
 type overheadMeter struct {
-	objs    *reqprofObjects
+	objs    *bpfObjects
 	progs   []*ebpf.Program
 	targets int
 
@@ -52,14 +52,8 @@ type overheadMeter struct {
 // for the first of them.
 const statsPeriod = 10
 
-func newOverheadMeter(objs *reqprofObjects, targets int) *overheadMeter {
-	m := &overheadMeter{objs: objs, targets: targets, progs: []*ebpf.Program{
-		objs.OnSchedSwitch, objs.OnSchedWaking, objs.OnSchedProcessFork, objs.OnSchedWakeup, objs.OnSchedWakeupNew, objs.OnSysEnter, objs.OnSysExit,
-		objs.OnSockRecvLength, objs.OnSockSendLength, objs.OnInetSockSetState, objs.OnSoftirqEntry,
-		objs.OnSoftirqExit, objs.OnIrqHandlerEntry, objs.OnIrqHandlerExit, objs.OnLocalTimerEntry,
-		objs.OnLocalTimerExit, objs.OnPageFaultUser,
-	}}
-	return m
+func newOverheadMeter(objs *bpfObjects, targets int) *overheadMeter {
+	return &overheadMeter{objs: objs, targets: targets, progs: objs.programs()}
 }
 
 // calibrate measures the syscall entry cost without statistics and with

@@ -12,39 +12,6 @@ import (
 	"github.com/cilium/ebpf/features"
 )
 
-// tracepoint is a tp_btf attach point, with the kernel version that added
-// it, for the error message.
-type tracepoint struct {
-	name, since string
-	optional    bool // reqprof works without it, with less detail
-}
-
-var (
-	tpSchedSwitch      = tracepoint{name: "sched_switch", since: "2.6"}
-	tpSchedWakeup      = tracepoint{name: "sched_wakeup", since: "2.6"}
-	tpSchedWakeupNew   = tracepoint{name: "sched_wakeup_new", since: "2.6"}
-	tpSchedWaking      = tracepoint{name: "sched_waking", since: "4.3"}
-	tpSchedProcessFork = tracepoint{name: "sched_process_fork", since: "2.6"}
-	tpSysEnter         = tracepoint{name: "sys_enter", since: "3.7"}
-	tpSysExit          = tracepoint{name: "sys_exit", since: "3.7"}
-	tpSockRecvLength   = tracepoint{name: "sock_recv_length", since: "6.3"}
-	tpSockSendLength   = tracepoint{name: "sock_send_length", since: "6.3"}
-	tpInetSockSetState = tracepoint{name: "inet_sock_set_state", since: "4.16"}
-	tpSoftirqEntry     = tracepoint{name: "softirq_entry", since: "2.6"}
-	tpSoftirqExit      = tracepoint{name: "softirq_exit", since: "2.6"}
-	tpIrqHandlerEntry  = tracepoint{name: "irq_handler_entry", since: "2.6"}
-	tpIrqHandlerExit   = tracepoint{name: "irq_handler_exit", since: "2.6"}
-	// x86 only: the local APIC timer is no irq_handler.
-	tpLocalTimerEntry = tracepoint{name: "local_timer_entry", since: "3.10", optional: true}
-	tpLocalTimerExit  = tracepoint{name: "local_timer_exit", since: "3.10", optional: true}
-	tpPageFaultUser   = tracepoint{name: "page_fault_user", since: "3.13", optional: true}
-)
-
-var tracepoints = []tracepoint{
-	tpSchedSwitch, tpSchedWaking, tpSchedWakeup, tpSchedWakeupNew, tpSchedProcessFork, tpSysEnter, tpSysExit, tpSockRecvLength, tpSockSendLength,
-	tpInetSockSetState, tpSoftirqEntry, tpSoftirqExit, tpIrqHandlerEntry, tpIrqHandlerExit,
-}
-
 // Capabilities that let a non-root user load and attach tracing programs.
 const (
 	capSysAdmin = 21
@@ -60,20 +27,28 @@ func Preflight() error {
 	if err := checkPrivileges(); err != nil {
 		missing = append(missing, err.Error())
 	}
+	progs, err := loadReqprof()
+	if err != nil {
+		return fmt.Errorf("reading reqprof's BPF programs: %w", err)
+	}
 	spec, err := btf.LoadKernelSpec()
 	if err != nil {
 		missing = append(missing, fmt.Sprintf("kernel BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF=y): %v", err))
 	} else {
-		for _, tp := range tracepoints {
+		for _, h := range hooksOf(progs) {
 			var typedef *btf.Typedef
-			if err := spec.TypeByName("btf_trace_"+tp.name, &typedef); err != nil {
-				missing = append(missing, fmt.Sprintf("tracepoint %s (Linux %s+)", tp.name, tp.since))
+			if err := spec.TypeByName("btf_trace_"+h.tracepoint, &typedef); err != nil && !h.optional {
+				missing = append(missing, fmt.Sprintf("tracepoint %s (Linux %s+)", h.tracepoint, h.since))
 			}
 		}
-		// Threads' state is read back at the end through a task iterator.
+		// At the window's end, iterators over the tasks and over the
+		// connections settle what threads and tails still hold.
 		var iterCtx *btf.Struct
 		if err := spec.TypeByName("bpf_iter__task", &iterCtx); err != nil {
 			missing = append(missing, "BPF task iterators (Linux 5.8+)")
+		}
+		if err := spec.TypeByName("bpf_iter__bpf_map_elem", &iterCtx); err != nil {
+			missing = append(missing, "BPF map element iterators (Linux 5.9+)")
 		}
 	}
 	// Threads' state lives in task storage.

@@ -13,12 +13,33 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type reqprofConfig struct {
+	_              structs.HostLayout
+	CaptureBytes   uint32
+	FollowChildren uint32
+}
+
+type reqprofConnPhase uint32
+
+const (
+	reqprofConnPhasePHASE_IDLE       reqprofConnPhase = 0
+	reqprofConnPhasePHASE_READING    reqprofConnPhase = 1
+	reqprofConnPhasePHASE_RESPONDING reqprofConnPhase = 2
+)
+
+type reqprofConnRole uint32
+
+const (
+	reqprofConnRoleROLE_SERVER reqprofConnRole = 1
+	reqprofConnRoleROLE_OTHER  reqprofConnRole = 2
+)
+
 type reqprofConnState struct {
 	_     structs.HostLayout
 	Rec   reqprofRequestRecord
 	Tail  reqprofCost
-	Phase uint32
-	Role  uint32
+	Phase reqprofConnPhase
+	Role  reqprofConnRole
 }
 
 type reqprofCost struct {
@@ -60,6 +81,29 @@ type reqprofGoroutineKey struct {
 	Pad  uint32
 	Goid uint64
 }
+
+type reqprofLimits uint32
+
+const (
+	reqprofLimitsMAX_TARGETS          reqprofLimits = 64
+	reqprofLimitsMAX_TARGET_PROCESSES reqprofLimits = 4096
+	reqprofLimitsMAX_GOROUTINES       reqprofLimits = 65536
+	reqprofLimitsMAX_HANDOFF_DEPTH    reqprofLimits = 4
+	reqprofLimitsMAX_CONNS            reqprofLimits = 65536
+	reqprofLimitsNR_SOFTIRQS          reqprofLimits = 10
+	reqprofLimitsSYSCALL_SLOTS        reqprofLimits = 8
+	reqprofLimitsPAYLOAD_MAX          reqprofLimits = 512
+	reqprofLimitsPAYLOAD_BUF          reqprofLimits = 1024
+	reqprofLimitsRINGBUF_BYTES        reqprofLimits = 8388608
+	reqprofLimitsWAKEUP_BYTES         reqprofLimits = 2097152
+	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
+)
+
+type reqprofRecordFlags uint32
+
+const (
+	reqprofRecordFlagsREQ_START_UNSEEN reqprofRecordFlags = 1
+)
 
 type reqprofRequestRecord struct {
 	_            structs.HostLayout
@@ -106,37 +150,54 @@ type reqprofTargetStats struct {
 }
 
 type reqprofThreadState struct {
-	_                   structs.HostLayout
-	Conn                uint64
-	RunStartNs          uint64
-	HeldNs              uint64
-	SchedAtIn           uint64
-	SliceCutNs          uint64
-	DebtNs              uint64
-	InterruptedNs       uint64
-	BlockedSinceNs      uint64
-	RunnableSinceNs     uint64
-	OffcpuPendingNs     uint64
-	ReadBuf             uint64
-	Target              uint32
-	Mode                uint32
-	InTail              uint32
-	Wrote               uint32
-	SyscallNr           uint32
-	HandoffDepth        uint32
-	HandoffConn         uint64
-	HandoffPending      uint32
-	HandoffPendingDepth uint32
-	Served              uint32
-	Go                  uint32
-	UnattributedNs      uint64
-	AdvanceNs           uint64
-	TlsOffset           int64
-	GoidOffset          uint64
-	Goid                uint64
-	Dirty               uint32
-	Unused              uint32
-	Pending             reqprofCost
+	_      structs.HostLayout
+	Target uint32
+	Pad    uint32
+	Clock  struct {
+		_             structs.HostLayout
+		RunStartNs    uint64
+		HeldNs        uint64
+		SchedAtIn     uint64
+		SliceCutNs    uint64
+		DebtNs        uint64
+		InterruptedNs uint64
+		AdvanceNs     uint64
+		Mode          uint32
+		SyscallNr     uint32
+	}
+	Serving struct {
+		_              structs.HostLayout
+		Conn           uint64
+		ReadBuf        uint64
+		InTail         uint32
+		Wrote          uint32
+		Served         uint32
+		Dirty          uint32
+		UnattributedNs uint64
+		Pending        reqprofCost
+	}
+	Waits struct {
+		_               structs.HostLayout
+		BlockedSinceNs  uint64
+		RunnableSinceNs uint64
+		OffcpuPendingNs uint64
+	}
+	Handoff struct {
+		_            structs.HostLayout
+		PendingConn  uint64
+		Pending      uint32
+		PendingDepth uint32
+		Depth        uint32
+		Pad          uint32
+	}
+	Go struct {
+		_          structs.HostLayout
+		TlsOffset  int64
+		GoidOffset uint64
+		Goid       uint64
+		Kind       uint32
+		Pad        uint32
+	}
 }
 
 // Names of all BPF objects in the ELF.
@@ -154,7 +215,6 @@ const (
 	reqprofMapTargets              = "targets"
 	reqprofMapThreadTemplate       = "thread_template"
 	reqprofMapThreads              = "threads"
-	reqprofProgDumpThreads         = "dump_threads"
 	reqprofProgOnInetSockSetState  = "on_inet_sock_set_state"
 	reqprofProgOnIrqHandlerEntry   = "on_irq_handler_entry"
 	reqprofProgOnIrqHandlerExit    = "on_irq_handler_exit"
@@ -172,16 +232,19 @@ const (
 	reqprofProgOnSoftirqExit       = "on_softirq_exit"
 	reqprofProgOnSysEnter          = "on_sys_enter"
 	reqprofProgOnSysExit           = "on_sys_exit"
+	reqprofProgSettleConns         = "settle_conns"
+	reqprofProgSettleThreads       = "settle_threads"
 	reqprofVarCalibrationCookie    = "calibration_cookie"
 	reqprofVarCalibrationSyscallNs = "calibration_syscall_ns"
 	reqprofVarCalibrationSyscalls  = "calibration_syscalls"
 	reqprofVarCalibrationTid       = "calibration_tid"
-	reqprofVarCaptureBytes         = "capture_bytes"
+	reqprofVarCfg                  = "cfg"
 	reqprofVarEnableNs             = "enable_ns"
 	reqprofVarEnabled              = "enabled"
-	reqprofVarFollowChildren       = "follow_children"
 	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
+	reqprofVarUnusedLimits         = "unused_limits"
+	reqprofVarUnusedRecordFlags    = "unused_record_flags"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
 )
 
@@ -227,7 +290,6 @@ type reqprofSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reqprofProgramSpecs struct {
-	DumpThreads        *ebpf.ProgramSpec `ebpf:"dump_threads"`
 	OnInetSockSetState *ebpf.ProgramSpec `ebpf:"on_inet_sock_set_state"`
 	OnIrqHandlerEntry  *ebpf.ProgramSpec `ebpf:"on_irq_handler_entry"`
 	OnIrqHandlerExit   *ebpf.ProgramSpec `ebpf:"on_irq_handler_exit"`
@@ -245,6 +307,8 @@ type reqprofProgramSpecs struct {
 	OnSoftirqExit      *ebpf.ProgramSpec `ebpf:"on_softirq_exit"`
 	OnSysEnter         *ebpf.ProgramSpec `ebpf:"on_sys_enter"`
 	OnSysExit          *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
+	SettleConns        *ebpf.ProgramSpec `ebpf:"settle_conns"`
+	SettleThreads      *ebpf.ProgramSpec `ebpf:"settle_threads"`
 }
 
 // reqprofMapSpecs contains maps before they are loaded into the kernel.
@@ -272,12 +336,13 @@ type reqprofVariableSpecs struct {
 	CalibrationSyscallNs *ebpf.VariableSpec `ebpf:"calibration_syscall_ns"`
 	CalibrationSyscalls  *ebpf.VariableSpec `ebpf:"calibration_syscalls"`
 	CalibrationTid       *ebpf.VariableSpec `ebpf:"calibration_tid"`
-	CaptureBytes         *ebpf.VariableSpec `ebpf:"capture_bytes"`
+	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
 	EnableNs             *ebpf.VariableSpec `ebpf:"enable_ns"`
 	Enabled              *ebpf.VariableSpec `ebpf:"enabled"`
-	FollowChildren       *ebpf.VariableSpec `ebpf:"follow_children"`
 	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
+	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
+	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
 }
 
@@ -338,12 +403,13 @@ type reqprofVariables struct {
 	CalibrationSyscallNs *ebpf.Variable `ebpf:"calibration_syscall_ns"`
 	CalibrationSyscalls  *ebpf.Variable `ebpf:"calibration_syscalls"`
 	CalibrationTid       *ebpf.Variable `ebpf:"calibration_tid"`
-	CaptureBytes         *ebpf.Variable `ebpf:"capture_bytes"`
+	Cfg                  *ebpf.Variable `ebpf:"cfg"`
 	EnableNs             *ebpf.Variable `ebpf:"enable_ns"`
 	Enabled              *ebpf.Variable `ebpf:"enabled"`
-	FollowChildren       *ebpf.Variable `ebpf:"follow_children"`
 	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
+	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`
+	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
 }
 
@@ -351,7 +417,6 @@ type reqprofVariables struct {
 //
 // It can be passed to loadReqprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reqprofPrograms struct {
-	DumpThreads        *ebpf.Program `ebpf:"dump_threads"`
 	OnInetSockSetState *ebpf.Program `ebpf:"on_inet_sock_set_state"`
 	OnIrqHandlerEntry  *ebpf.Program `ebpf:"on_irq_handler_entry"`
 	OnIrqHandlerExit   *ebpf.Program `ebpf:"on_irq_handler_exit"`
@@ -369,11 +434,12 @@ type reqprofPrograms struct {
 	OnSoftirqExit      *ebpf.Program `ebpf:"on_softirq_exit"`
 	OnSysEnter         *ebpf.Program `ebpf:"on_sys_enter"`
 	OnSysExit          *ebpf.Program `ebpf:"on_sys_exit"`
+	SettleConns        *ebpf.Program `ebpf:"settle_conns"`
+	SettleThreads      *ebpf.Program `ebpf:"settle_threads"`
 }
 
 func (p *reqprofPrograms) Close() error {
 	return _ReqprofClose(
-		p.DumpThreads,
 		p.OnInetSockSetState,
 		p.OnIrqHandlerEntry,
 		p.OnIrqHandlerExit,
@@ -391,6 +457,8 @@ func (p *reqprofPrograms) Close() error {
 		p.OnSoftirqExit,
 		p.OnSysEnter,
 		p.OnSysExit,
+		p.SettleConns,
+		p.SettleThreads,
 	)
 }
 

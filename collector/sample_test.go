@@ -245,7 +245,7 @@ func TestConsumeResultAdd(t *testing.T) {
 		res.add(record(1, 0))
 	}
 	res.add(record(2, 0))
-	res.add(record(0, recordStartUnseen))
+	res.add(record(0, uint32(reqprofRecordFlagsREQ_START_UNSEEN)))
 
 	if res.malformed != 2 {
 		t.Errorf("%d malformed, want the record of no target and the one whose start was unseen", res.malformed)

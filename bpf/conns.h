@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Connections and their requests: which sockets are served, a
+ * connection's open request and the tail after its response, and the
+ * record emitted when a request ends.
+ *
+ * A request starts with the first read of data after the previous response
+ * (or after accept), and its response is every write after that until the
+ * next request starts or the connection closes. After a write, the
+ * writer's costs go to the connection's tail until its next socket
+ * operation; the tail is settled into the request it follows, and counted
+ * on its own as the server's loop between requests.
+ */
+#ifndef REQPROF_CONNS_H
+#define REQPROF_CONNS_H
+
+#include "cost.h"
+#include <bpf/bpf_core_read.h>
+
+/* Moves a tail's CPU into the request it follows, and counts it as loop
+ * time. Its waiting is not the request's: once the response is out, a
+ * thread that sleeps or waits for a CPU is waiting for the next request. */
+static __always_inline void settle_tail(struct conn_state *c)
+{
+	struct cost *t = &c->tail;
+	struct target_stats *s = stats_of(c->rec.target);
+	COUNT(s, between_requests_ns, cpu_ns_of(t));
+	add_cost(&c->rec.cost, t, false);
+	__builtin_memset(t, 0, sizeof(*t));
+}
+
+/* CPU of a request that is no request of the distribution: ended before
+ * its response, begun before the window, or lost to a full ring buffer. */
+static __always_inline void count_dropped(struct target_stats *s, struct request_record *r)
+{
+	COUNT(s, dropped_ns, cpu_ns_of(&r->cost));
+}
+
+static __always_inline void emit(struct conn_state *c, __u64 cookie)
+{
+	struct request_record *r = &c->rec;
+	struct target_stats *s = stats_of(r->target);
+
+	if (r->flags & REQ_START_UNSEEN) {
+		/* Its start, and so part of its CPU, is before the window:
+		 * counted, not reported as a request. */
+		COUNT(s, start_unseen, 1);
+		count_dropped(s, r);
+		return;
+	}
+	r->conn = cookie;
+	COUNT(s, finished, 1);
+	__u32 len = r->payload_len;
+	if (len > PAYLOAD_MAX)
+		len = PAYLOAD_MAX;
+	/* Waking the collector for every record would cost an inter-processor
+	 * interrupt per request (a VM exit on a virtual machine): it polls
+	 * instead, and is woken only when the buffer is filling up. */
+	__u64 wakeup = bpf_ringbuf_query(&requests, BPF_RB_AVAIL_DATA) > WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
+										       : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&requests, r, __builtin_offsetof(struct request_record, payload) + len, wakeup)) {
+		COUNT(s, lost_records, 1);
+		count_dropped(s, r);
+	}
+}
+
+/* Data after a response (or after accept): a new request starts, and the
+ * one whose response was written is emitted. */
+static __always_inline void begin_request(struct conn_state *c, __u64 cookie, __u32 tid)
+{
+	if (c->phase == PHASE_RESPONDING)
+		emit(c, cookie);
+	struct request_record *r = &c->rec;
+	__builtin_memset(&r->cost, 0, sizeof(r->cost));
+	r->bytes_in = 0;
+	r->bytes_out = 0;
+	r->flags = 0;
+	r->tid = tid;
+	r->start_ns = bpf_ktime_get_ns();
+	r->first_write_ns = 0;
+	r->end_ns = 0;
+	r->payload_len = 0;
+	c->phase = PHASE_READING;
+}
+
+/* A served connection closes: its tail is settled, and its last request
+ * is emitted if it was answered, else dropped. */
+static __always_inline void end_conn(struct conn_state *c, __u64 cookie)
+{
+	settle_tail(c);
+	if (c->phase == PHASE_RESPONDING) {
+		emit(c, cookie);
+		return;
+	}
+	struct target_stats *s = stats_of(c->rec.target);
+	count_dropped(s, &c->rec);
+	COUNT(s, dropped_requests, c->phase == PHASE_READING);
+}
+
+/* The local port of a TCP socket on a port the targets listen on, else 0. */
+static __always_inline __u16 served_port(struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	return bpf_map_lookup_elem(&listen_ports, &port) ? port : 0;
+}
+
+/* A connection's state, created on its first sight in phase, with flags. */
+static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie, __u32 target, __u32 tid,
+						   __u32 phase, __u32 flags)
+{
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
+	if (c)
+		return c;
+
+	__u32 zero = 0;
+	struct conn_state *fresh = bpf_map_lookup_elem(&conn_template, &zero);
+	if (!fresh)
+		return 0;
+	__u16 port = served_port(sk);
+	fresh->rec.tgid = bpf_get_current_pid_tgid() >> 32;
+	fresh->rec.tid = tid;
+	fresh->rec.target = target;
+	fresh->rec.flags = flags;
+	fresh->rec.local_port = port;
+	fresh->phase = phase;
+	fresh->role = port ? ROLE_SERVER : ROLE_OTHER;
+	if (bpf_map_update_elem(&conns, &cookie, fresh, BPF_NOEXIST)) {
+		c = bpf_map_lookup_elem(&conns, &cookie);
+		if (!c) {
+			struct target_stats *s = stats_of(target);
+			COUNT(s, lost_conns, 1);
+		}
+		return c;
+	}
+	return bpf_map_lookup_elem(&conns, &cookie);
+}
+
+/* A server connection's state, or NULL for any other connection. */
+static __always_inline struct conn_state *served_conn(__u64 cookie)
+{
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
+	return c && c->role == ROLE_SERVER ? c : 0;
+}
+
+/* The user buffer a read-like syscall fills: where a request's first bytes
+ * land. For recvmsg and readv, the first iovec's. */
+static __always_inline __u64 read_buffer(struct pt_regs *regs, long nr)
+{
+	/* Other syscalls return before reading their registers: a read of
+	 * kernel memory costs on every syscall. */
+	if (nr != NR_READ && nr != NR_RECVFROM && nr != NR_READV && nr != NR_RECVMSG)
+		return 0;
+	__u64 arg2 = BPF_CORE_READ(regs, si);
+	__u64 iov = 0;
+	switch (nr) {
+	case NR_READ:
+	case NR_RECVFROM:
+		return arg2;
+	case NR_READV:
+		iov = arg2;
+		break;
+	default: /* NR_RECVMSG */
+		/* struct user_msghdr: msg_iov at offset 16 on 64-bit */
+		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(arg2 + 16)))
+			return 0;
+		break;
+	}
+	__u64 base = 0;
+	if (!iov || bpf_probe_read_user(&base, sizeof(base), (void *)iov))
+		return 0;
+	return base;
+}
+
+/* Appends ret bytes read into buf to the request's capture, up to
+ * cfg.capture_bytes: a server may read a request in pieces (Go's
+ * net/http first reads a single byte to watch for the peer's close). */
+static __always_inline void capture(struct request_record *r, __u64 buf, int ret)
+{
+	__u32 off = r->payload_len;
+	if (!buf || off >= cfg.capture_bytes || off >= PAYLOAD_MAX)
+		return;
+	__u32 room = cfg.capture_bytes - off;
+	__u32 len = (__u32)ret < room ? (__u32)ret : room;
+	if (len == 0 || len > PAYLOAD_MAX)
+		return;
+	if (bpf_probe_read_user(&r->payload[off], len, (void *)buf) == 0)
+		r->payload_len = off + len;
+}
+
+#endif /* REQPROF_CONNS_H */

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Softirq and hard-IRQ time that interrupted a target thread: charged as
+ * such to what the thread serves, and carved out of the piece it
+ * interrupted (threads.h: cut), so that user + syscalls + softirq + irq =
+ * on-CPU time, exactly. The interrupt running over a CPU is kept per CPU.
+ */
+#ifndef REQPROF_INTERRUPTS_H
+#define REQPROF_INTERRUPTS_H
+
+#include "threads.h"
+
+/* Interrupt time that ran over a target thread: charged to what the thread
+ * serves, and remembered so the piece it interrupted is cut short by it. */
+static __always_inline void charge_interrupt(struct cpu_state *cpu, __u64 ns, int softirq_vec)
+{
+	__u32 tid;
+	struct thread_state *st = current_thread(cpu, &tid);
+	if (!st || !ns)
+		return;
+	st->clock.interrupted_ns += ns;
+	struct cost *to = pending_of(st);
+	if (!to)
+		charge_unattributed(st, 0, ns);
+	else if (softirq_vec >= 0 && softirq_vec < NR_SOFTIRQS)
+		to->softirq_ns[softirq_vec] += ns;
+	else
+		to->irq_ns += ns;
+}
+
+static __always_inline bool over_target(struct cpu_state *cpu)
+{
+	__u32 tid;
+	return enabled && cpu && current_target_plus1(cpu, &tid);
+}
+
+static __always_inline void softirq_enter(unsigned int vec)
+{
+	struct cpu_state *cpu = this_cpu();
+	if (!over_target(cpu))
+		return;
+	cpu->softirq_start_ns = bpf_ktime_get_ns();
+	cpu->softirq_vec = vec;
+	cpu->irq_in_softirq_ns = 0;
+}
+
+static __always_inline void softirq_exit(void)
+{
+	struct cpu_state *cpu = this_cpu();
+	if (!cpu || !cpu->softirq_start_ns)
+		return;
+	__u64 ns = bpf_ktime_get_ns() - cpu->softirq_start_ns;
+	cpu->softirq_start_ns = 0;
+	/* Hard irqs inside it were charged as irq time already. */
+	ns = ns > cpu->irq_in_softirq_ns ? ns - cpu->irq_in_softirq_ns : 0;
+	charge_interrupt(cpu, ns, cpu->softirq_vec);
+}
+
+static __always_inline void irq_enter(void)
+{
+	struct cpu_state *cpu = this_cpu();
+	if (over_target(cpu))
+		cpu->irq_start_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline void irq_exit(void)
+{
+	struct cpu_state *cpu = this_cpu();
+	if (!cpu || !cpu->irq_start_ns)
+		return;
+	__u64 ns = bpf_ktime_get_ns() - cpu->irq_start_ns;
+	cpu->irq_start_ns = 0;
+	if (cpu->softirq_start_ns)
+		cpu->irq_in_softirq_ns += ns;
+	charge_interrupt(cpu, ns, -1);
+}
+
+#endif /* REQPROF_INTERRUPTS_H */

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A target thread's switches off and onto a CPU, and its wake-ups.
+ * Waiting: off-CPU time runs from a voluntary switch-out to the wake-up,
+ * run-queue time from the wake-up (or a preemption) to the switch-in; both
+ * are charged to the request the thread serves when it is back on a CPU.
+ */
+#ifndef REQPROF_SCHED_H
+#define REQPROF_SCHED_H
+
+#include "goroutines.h"
+#include "handoff.h"
+
+/* prev leaves its CPU: its slice ends, and its wait begins. */
+static __always_inline void switch_out(struct task_struct *prev, bool preempt, unsigned int prev_state, __u64 now)
+{
+	if (!prev->pid) /* the idle task */
+		return;
+	/* Seen for the first time here: it has run since before enable. */
+	struct thread_state *st = target_thread(prev, enable_ns);
+	if (!st)
+		return;
+	follow_goroutine(st);
+	end_slice(st, now, prev->se.sum_exec_runtime);
+	struct cost *to = pending_of(st);
+	if (preempt || prev_state == TASK_RUNNING) {
+		st->waits.runnable_since_ns = now;
+		if (to)
+			to->involuntary_switches++;
+	} else {
+		st->waits.blocked_since_ns = now;
+		if (to)
+			to->voluntary_switches++;
+	}
+	if (prev_state & TASK_DEAD) {
+		/* Its final switch: what it held back has no boundary left to
+		 * tell; it was in the exit syscall. */
+		charge(st, st->clock.held_ns, st->clock.syscall_nr);
+		leave(st);
+		bpf_task_storage_delete(&threads, prev);
+	} else {
+		/* Off its CPU, its charges go where they belong: another
+		 * thread may end the request meanwhile. */
+		flush(st);
+	}
+}
+
+/* next takes the CPU: a slice begins, its wait ends and is charged, and it
+ * takes up a request it was handed. The CPU remembers whether it is a
+ * target. */
+static __always_inline void switch_in(struct task_struct *next, __u64 now)
+{
+	/* The idle task (pid 0) is never a target. */
+	__u32 next_tid = next->pid;
+	__u32 plus1 = next_tid ? target_plus1_of(next) : 0;
+	struct cpu_state *cpu = this_cpu();
+	if (cpu) {
+		cpu->tid = next_tid;
+		cpu->target_plus1 = plus1;
+		cpu->generation = targets_generation;
+	}
+	if (!plus1)
+		return;
+	struct thread_state *st = thread_of(next, plus1 - 1, now);
+	if (!st)
+		return;
+	start_slice(&st->clock, now, next->se.sum_exec_runtime);
+	struct target_stats *s = stats_of(plus1 - 1);
+	__u64 runqueue_ns = st->waits.runnable_since_ns ? now - st->waits.runnable_since_ns : 0;
+	COUNT(s, runqueue_ns, runqueue_ns);
+	COUNT(s, offcpu_ns, st->waits.offcpu_pending_ns);
+	take_handoff(st);
+	if (st->waits.runnable_since_ns) {
+		charge_wait(st, runqueue_ns);
+		st->waits.runnable_since_ns = 0;
+	}
+}
+
+/* p is woken: its blocked time ends and its wait for a CPU begins. */
+static __always_inline void woken(struct task_struct *p)
+{
+	if (!enabled)
+		return;
+	/* A thread first seen here (new, or asleep since before the window)
+	 * gets its state now: its wait for a CPU counts. */
+	struct thread_state *st = target_thread(p, 0);
+	if (!st)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	struct thread_waits *w = &st->waits;
+	if (w->blocked_since_ns) {
+		w->offcpu_pending_ns += now - w->blocked_since_ns;
+		w->blocked_since_ns = 0;
+	}
+	w->runnable_since_ns = now;
+}
+
+#endif /* REQPROF_SCHED_H */

@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Target threads and the charging of their time: which task is a target,
+ * its state, how its on-CPU time is cut into pieces and charged, and where
+ * the charges go.
+ *
+ * Each target thread's on-CPU time is cut at sched_switch and at syscall
+ * entry and exit. Time outside syscalls is user time and goes to the
+ * thread's request as it goes. Time inside a syscall is held back until
+ * sys_exit and then charged to the request the syscall served, so the read
+ * that starts a request pays into that request and not the previous one.
+ * Interrupt time is carved out of the piece it interrupted (interrupts.h),
+ * so that user + syscalls + softirq + irq = on-CPU time, exactly.
+ *
+ * A thread charges into its own state (pending) and adds that to its
+ * destination, the request or the tail of the connection it serves, only
+ * when it turns to another destination or leaves its CPU (flush): most
+ * syscalls then cost no connection lookup and no locked add.
+ */
+#ifndef REQPROF_THREADS_H
+#define REQPROF_THREADS_H
+
+#include "conns.h"
+
+static __always_inline struct cpu_state *this_cpu(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&cpus, &zero);
+}
+
+/* The target index + 1 of a task's process, or 0. */
+static __always_inline __u32 target_plus1_of(struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
+	return target ? *target + 1 : 0;
+}
+
+/* Current task's target index + 1, or 0. The per-CPU entry remembers the
+ * last answer for the task on this CPU; it is checked against the current
+ * tid, so a stale entry costs a hash lookup, never a wrong answer. */
+static __always_inline __u32 current_target_plus1(struct cpu_state *cpu, __u32 *tid)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	*tid = (__u32)pid_tgid;
+	__u32 generation = targets_generation;
+	if (cpu && cpu->generation == generation && cpu->tid == *tid)
+		return cpu->target_plus1;
+
+	__u32 tgid = pid_tgid >> 32;
+	__u32 *target = bpf_map_lookup_elem(&targets, &tgid);
+	__u32 plus1 = target ? *target + 1 : 0;
+	if (cpu) {
+		cpu->tid = *tid;
+		cpu->target_plus1 = plus1;
+		cpu->generation = generation;
+	}
+	return plus1;
+}
+
+/* A target thread's state, created on first sight with its on-CPU time
+ * running since run_start_ns (0: not on a CPU). */
+static __always_inline struct thread_state *thread_of(struct task_struct *task, __u32 target, __u64 run_start_ns)
+{
+	struct thread_state *st = bpf_task_storage_get(&threads, task, 0, 0);
+	if (st)
+		return st;
+
+	__u32 zero = 0;
+	struct thread_state *fresh = bpf_map_lookup_elem(&thread_template, &zero);
+	if (!fresh)
+		return 0;
+	/* The only fields ever set in the template: the rest stays 0. */
+	fresh->clock.run_start_ns = run_start_ns;
+	fresh->clock.mode = MODE_UNKNOWN;
+	fresh->target = target;
+	struct target_stats *s = stats_of(target);
+	st = bpf_task_storage_get(&threads, task, fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st)
+		COUNT(s, threads_seen, 1);
+	else
+		COUNT(s, lost_threads, 1); /* out of memory */
+	return st;
+}
+
+/* A task's state if it is a target's thread, created on first sight. */
+static __always_inline struct thread_state *target_thread(struct task_struct *task, __u64 run_start_ns)
+{
+	__u32 plus1 = target_plus1_of(task);
+	return plus1 ? thread_of(task, plus1 - 1, run_start_ns) : 0;
+}
+
+/* The target thread running on this CPU, if any, for events in its context. */
+static __always_inline struct thread_state *current_thread(struct cpu_state *cpu, __u32 *tid)
+{
+	if (!enabled)
+		return 0;
+	__u32 plus1 = current_target_plus1(cpu, tid);
+	if (!plus1)
+		return 0;
+	/* Seen for the first time here: it has run since before enable. */
+	return thread_of(bpf_get_current_task_btf(), plus1 - 1, enable_ns);
+}
+
+/* Where the thread's costs go: its request, the tail of the response it
+ * last wrote, or nowhere (unattributed) when it serves no request, given
+ * its connection's state c. */
+static __always_inline struct cost *destination_in(struct thread_state *st, struct conn_state *c)
+{
+	if (!c || c->role != ROLE_SERVER)
+		return 0;
+	return st->serving.in_tail ? &c->tail : &c->rec.cost;
+}
+
+/* CPU that served no request. */
+static __always_inline void charge_unattributed(struct thread_state *st, __u64 user_ns, __u64 kernel_ns)
+{
+	st->serving.unattributed_ns += user_ns + kernel_ns;
+	struct target_stats *s = stats_of(st->target);
+	COUNT(s, unattributed_user_ns, user_ns);
+	COUNT(s, unattributed_kernel_ns, kernel_ns);
+}
+
+/* The thread's cost to come, for its destination: NULL when it serves no
+ * connection, and its CPU is unattributed at once. */
+static __always_inline struct cost *pending_of(struct thread_state *st)
+{
+	if (!st->serving.conn)
+		return 0;
+	st->serving.dirty = 1;
+	return &st->serving.pending;
+}
+
+/* Charges user time (syscall_nr < 0) or one syscall's time; a syscall is
+ * counted even when it took no measurable time. */
+static __always_inline void charge(struct thread_state *st, __u64 ns, int syscall_nr)
+{
+	if (!ns && syscall_nr < 0)
+		return;
+	struct cost *to = pending_of(st);
+	if (!to)
+		charge_unattributed(st, syscall_nr < 0 ? ns : 0, syscall_nr < 0 ? 0 : ns);
+	else if (syscall_nr < 0)
+		to->user_ns += ns;
+	else
+		add_syscall_own(to, syscall_nr, ns);
+}
+
+/* Adds what the thread was charged to its destination, given its
+ * connection's state c (NULL when gone): the request, the tail, or nowhere. */
+static __always_inline void flush_to(struct thread_state *st, struct conn_state *c)
+{
+	if (!st->serving.dirty)
+		return;
+	st->serving.dirty = 0;
+	struct cost *p = &st->serving.pending;
+	struct cost *to = destination_in(st, c);
+	if (to)
+		add_cost(to, p, true);
+	else
+		charge_unattributed(st, p->user_ns, kernel_ns_of(p));
+	__builtin_memset(p, 0, sizeof(*p));
+}
+
+static __always_inline void flush(struct thread_state *st)
+{
+	if (st->serving.dirty)
+		flush_to(st, bpf_map_lookup_elem(&conns, &st->serving.conn));
+}
+
+/* The thread stops serving what it serves: its charges go there, and a
+ * tail it was in ends. c is its connection's state if the caller has it. */
+static __always_inline void leave_with(struct thread_state *st, struct conn_state *c)
+{
+	if (!st->serving.dirty && !st->serving.in_tail)
+		return;
+	if (!c && st->serving.conn)
+		c = bpf_map_lookup_elem(&conns, &st->serving.conn);
+	flush_to(st, c);
+	if (st->serving.in_tail) {
+		st->serving.in_tail = 0;
+		if (c)
+			settle_tail(c);
+	}
+}
+
+static __always_inline void leave(struct thread_state *st)
+{
+	leave_with(st, 0);
+}
+
+/* The thread turns to conn (its request, or with in_tail the tail after
+ * its response), having left what it served before. */
+static __always_inline void turn_to(struct thread_state *st, __u64 conn, __u32 in_tail)
+{
+	leave(st);
+	st->serving.conn = conn;
+	st->serving.in_tail = in_tail;
+}
+
+/* Charges or holds back ns of the thread's time in its current mode:
+ * user time is charged now, time in (or possibly in) a syscall is held back
+ * for the syscall's boundary. Debt from an earlier slice is paid first. */
+static __always_inline void account(struct thread_state *st, __u64 ns)
+{
+	struct thread_clock *k = &st->clock;
+	__u64 paid = ns < k->debt_ns ? ns : k->debt_ns;
+	k->debt_ns -= paid;
+	ns -= paid;
+	if (k->mode == MODE_USER)
+		charge(st, ns, -1);
+	else
+		k->held_ns += ns;
+}
+
+/* Takes the on-CPU time since the last cut, by the clock, less the
+ * interrupts inside it, which were charged when they ended. Entering a
+ * syscall from user mode, the syscall entry cost inside the user piece is
+ * moved to the syscall. */
+static __always_inline void cut(struct thread_state *st, __u64 now, bool entering_syscall)
+{
+	struct thread_clock *k = &st->clock;
+	if (!k->run_start_ns)
+		return;
+	__u64 ns = now > k->run_start_ns ? now - k->run_start_ns : 0;
+	k->run_start_ns = now;
+	k->slice_cut_ns += ns;
+	__u64 interrupted = k->interrupted_ns < ns ? k->interrupted_ns : ns;
+	k->interrupted_ns = 0;
+	ns -= interrupted;
+	if (entering_syscall && k->mode == MODE_USER) {
+		/* The whole entry cost, even when the clock saw a shorter user
+		 * piece: between two syscalls of a tight loop it mostly does,
+		 * as the kernel's CPU clock runs a few ns a syscall ahead of
+		 * this one (which the slice's sizing would otherwise hand to its
+		 * last piece). What is charged beyond the clock is counted with
+		 * the slice's pieces, so that the sizing takes it back when the
+		 * kernel's accounting does not cover it. */
+		__u64 entry = syscall_overhead_ns;
+		if (ns < entry) {
+			k->advance_ns += entry - ns;
+			k->slice_cut_ns += entry - ns;
+			ns = entry;
+		}
+		account(st, ns - entry);
+		k->held_ns = entry;
+		return;
+	}
+	account(st, ns);
+}
+
+/* Starts a slice on a CPU at now (0: off any CPU), with the kernel's
+ * sum_exec_runtime at its start (0: unknown, no sizing). */
+static __always_inline void start_slice(struct thread_clock *k, __u64 now, __u64 sched_at_in)
+{
+	k->run_start_ns = now;
+	k->sched_at_in = sched_at_in;
+	k->slice_cut_ns = 0;
+	k->advance_ns = 0;
+	k->interrupted_ns = 0;
+}
+
+/* Ends the thread's slice on a CPU. The clock measures wall time on the CPU
+ * from one sched_switch to the next; the kernel's own accounting
+ * (sum_exec_runtime, what CLOCK_THREAD_CPUTIME_ID and utime+stime report)
+ * starts and stops each slice at other points of the scheduler's path (and
+ * leaves out steal time on a virtual machine). Each slice is made to total
+ * what the kernel accounted: a shortfall is added to the last piece; an
+ * excess comes off the syscall the thread is leaving the CPU in (the
+ * scheduler's path is where the two clocks part), and what is left of it
+ * becomes a debt paid from the next pieces. */
+static __always_inline void end_slice(struct thread_state *st, __u64 now, __u64 sum_exec_runtime)
+{
+	struct thread_clock *k = &st->clock;
+	bool known = k->sched_at_in && sum_exec_runtime >= k->sched_at_in && k->run_start_ns;
+	__u64 slice = sum_exec_runtime - k->sched_at_in;
+	if (!known) {
+		cut(st, now, false);
+		/* No accounting to size against: what was charged ahead of the
+		 * clock is paid back from the next pieces. */
+		k->debt_ns += k->advance_ns;
+	} else {
+		/* The slice's last piece, sized before it is charged. */
+		__u64 ns = now > k->run_start_ns ? now - k->run_start_ns : 0;
+		__u64 interrupted = k->interrupted_ns < ns ? k->interrupted_ns : ns;
+		__u64 total = k->slice_cut_ns + ns;
+		k->interrupted_ns = 0;
+		ns -= interrupted;
+		if (slice >= total) {
+			ns += slice - total;
+		} else {
+			/* The excess comes off this piece, else off what the
+			 * syscall it is in holds, else it is a debt. */
+			__u64 excess = total - slice;
+			__u64 taken = excess < ns ? excess : ns;
+			ns -= taken;
+			excess -= taken;
+			taken = excess < k->held_ns ? excess : k->held_ns;
+			k->held_ns -= taken;
+			k->debt_ns += excess - taken;
+		}
+		account(st, ns);
+	}
+	start_slice(k, 0, 0);
+}
+
+/* Waiting is charged when the thread is back on a CPU, to what it serves. */
+static __always_inline void charge_wait(struct thread_state *st, __u64 runqueue_ns)
+{
+	struct cost *to = pending_of(st);
+	if (to) {
+		to->runqueue_ns += runqueue_ns;
+		to->offcpu_ns += st->waits.offcpu_pending_ns;
+	}
+	st->waits.offcpu_pending_ns = 0;
+}
+
+#endif /* REQPROF_THREADS_H */

@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What every part of reqprof's BPF side shares, and all that the collector
+ * mirrors: limits, enums, the records and states it reads back, the maps,
+ * and the variables it sets. Each enum and struct named here is handed to
+ * bpf2go with -type (collector/gen.go), so the Go side uses generated
+ * names and never a copy of a number.
+ */
+#ifndef REQPROF_TYPES_H
+#define REQPROF_TYPES_H
+
+#include "kernel_types.h"
+#include <bpf/bpf_helpers.h>
+
+/* Sizes and limits. An enum rather than #defines: the collector needs
+ * several of them, and bpf2go mirrors an enum, not a macro. */
+enum limits {
+	MAX_TARGETS = 64,
+	MAX_TARGET_PROCESSES = 4096, /* with children followed, many per target */
+	MAX_GOROUTINES = 65536,
+	MAX_HANDOFF_DEPTH = 4,
+	MAX_CONNS = 65536,
+	NR_SOFTIRQS = 10,
+	SYSCALL_SLOTS = 8,
+	/* Most bytes of a request captured for naming it. */
+	PAYLOAD_MAX = 512,
+	/* Room for a capture to be continued at any offset below PAYLOAD_MAX
+	 * with up to PAYLOAD_MAX more bytes, which is what the verifier can
+	 * check. */
+	PAYLOAD_BUF = 2 * PAYLOAD_MAX,
+	RINGBUF_BYTES = 8 << 20,
+	WAKEUP_BYTES = RINGBUF_BYTES / 4,
+	/* The number charged for a syscall entered before the window opened. */
+	SYSCALL_UNKNOWN = 0xfffff,
+};
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+
+#define TCP_ESTABLISHED 1
+#define TCP_FIN_WAIT1 4
+#define TCP_CLOSE 7
+#define TCP_CLOSE_WAIT 8
+#define TCP_LAST_ACK 9
+
+#define TASK_RUNNING 0
+#define TASK_DEAD 0x80
+
+/* x86-64 numbers of the syscalls whose buffer holds a request's first bytes. */
+#define NR_READ 0
+#define NR_READV 19
+#define NR_RECVFROM 45
+#define NR_RECVMSG 47
+
+#define BPF_F_NO_PREALLOC 1
+
+/* What the current syscall-boundary state of a thread is. */
+enum thread_mode {
+	/* First seen mid-flight (at attach): not yet known whether it is in a
+	 * syscall; its time is held back until the next syscall boundary tells. */
+	MODE_UNKNOWN = 0,
+	MODE_USER = 1,
+	MODE_SYSCALL = 2,
+};
+
+/* Whether a thread is a Go runtime's, as far as its goroutines go. */
+enum go_thread {
+	GO_UNKNOWN = 0, /* not looked up yet */
+	GO_NOT = 1,
+	GO_YES = 2,
+};
+
+enum conn_phase {
+	PHASE_IDLE = 0,       /* accepted, or request finished: waiting for data */
+	PHASE_READING = 1,    /* request bytes arriving, no response yet */
+	PHASE_RESPONDING = 2, /* response being written */
+};
+
+enum conn_role {
+	ROLE_SERVER = 1, /* local port is one the target listens on */
+	ROLE_OTHER = 2,  /* outbound or non-TCP: never starts a request */
+};
+
+/* request_record.flags */
+enum record_flags {
+	REQ_START_UNSEEN = 1, /* the request began before reqprof attached */
+};
+
+struct syscall_slot {
+	__u32 nr; /* the syscall's number + 1; 0: a free slot */
+	__u32 calls;
+	__u64 ns;
+};
+
+/* What a request cost: on-CPU time by kind, and waiting. */
+struct cost {
+	__u64 user_ns;     /* on-CPU outside syscalls and interrupts */
+	__u64 syscall_ns;  /* on-CPU inside syscalls, interrupts carved out */
+	__u64 softirq_ns[NR_SOFTIRQS];
+	__u64 irq_ns;      /* hard interrupt handlers */
+	__u64 runqueue_ns; /* runnable, waiting for a CPU */
+	__u64 offcpu_ns;   /* blocked: sleeping until woken */
+	__u64 other_syscall_ns; /* syscalls beyond the named slots */
+	__u32 other_syscall_calls;
+	__u32 page_faults;
+	__u32 voluntary_switches;
+	__u32 involuntary_switches;
+	struct syscall_slot syscalls[SYSCALL_SLOTS];
+};
+
+/* One finished request, the only thing sent to user space per request.
+ * The payload is sent only up to payload_len. */
+struct request_record {
+	__u64 conn;           /* socket cookie: unique for the kernel's lifetime */
+	__u64 start_ns;       /* its first bytes read */
+	__u64 first_write_ns; /* its first response bytes written */
+	__u64 end_ns;         /* its last write */
+	__u64 bytes_in;
+	__u64 bytes_out;
+	struct cost cost;
+	__u32 tgid;
+	__u32 tid; /* thread that read its first bytes */
+	__u32 target;
+	__u32 flags; /* enum record_flags */
+	__u16 local_port;
+	__u16 payload_len;
+	__u32 pad;
+	__u8 payload[PAYLOAD_BUF]; /* its first bytes read, payload_len of them */
+};
+
+/* The open request of one connection, and the tail of its last writer.
+ * Counters are added to atomically: several threads may serve one
+ * connection. */
+struct conn_state {
+	struct request_record rec;
+	struct cost tail;
+	enum conn_phase phase;
+	enum conn_role role;
+};
+
+/* A thread's on-CPU time, cut into pieces at syscall boundaries and
+ * switches, and sized per slice to the kernel's accounting (threads.h). */
+struct thread_clock {
+	__u64 run_start_ns;   /* start of the on-CPU time not yet cut */
+	__u64 held_ns;        /* on-CPU ns held back until the syscall boundary */
+	__u64 sched_at_in;    /* kernel's sum_exec_runtime when put on the CPU; 0: unknown */
+	__u64 slice_cut_ns;   /* ns cut from the current slice so far */
+	__u64 debt_ns;        /* ns charged beyond the kernel's accounting, paid back later */
+	__u64 interrupted_ns; /* interrupt time inside the piece not yet cut: already charged */
+	__u64 advance_ns;     /* syscall entry cost charged beyond the clock in this slice */
+	__u32 mode;           /* enum thread_mode */
+	__u32 syscall_nr;
+};
+
+/* What the thread serves, and what it was charged for it and has not yet
+ * added there (threads.h: pending_of, flush). */
+struct thread_serving {
+	__u64 conn;     /* cookie of the connection it last read/wrote */
+	__u64 read_buf; /* user buffer of the current read-like syscall */
+	__u32 in_tail;  /* the last socket operation was a write */
+	__u32 wrote;    /* the current syscall wrote to a served connection */
+	__u32 served;   /* it has read or written a served connection */
+	__u32 dirty;    /* pending holds something */
+	__u64 unattributed_ns; /* its CPU that served no request: to name the largest sources */
+	/* What it was charged since it last turned to another destination (or
+	 * left its CPU), for its destination now. */
+	struct cost pending;
+};
+
+/* Blocked and runnable time, charged when it is back on a CPU. */
+struct thread_waits {
+	__u64 blocked_since_ns;  /* voluntary switch-out, until woken */
+	__u64 runnable_since_ns; /* woken or preempted, until back on a CPU */
+	__u64 offcpu_pending_ns; /* blocked time to charge when back on a CPU */
+};
+
+/* A request handed to the thread by the thread that woke it (handoff.h). */
+struct thread_handoff {
+	__u64 pending_conn;  /* set by a waker serving that request ... */
+	__u32 pending;       /* ... and taken up when the thread runs */
+	__u32 pending_depth;
+	__u32 depth;         /* 0: it serves a connection of its own */
+	__u32 pad;
+};
+
+/* Where a Go thread finds its goroutine (goroutines.h). */
+struct thread_go {
+	__s64 tls_offset;  /* its current g, from the FS base */
+	__u64 goid_offset; /* a goroutine's id, in its g */
+	__u64 goid;        /* the goroutine whose connection it last took up */
+	__u32 kind;        /* enum go_thread */
+	__u32 pad;
+};
+
+/* Per target thread. Only ever written from the CPU the thread runs on, or
+ * by its waker while it sleeps. */
+struct thread_state {
+	__u32 target;
+	__u32 pad;
+	struct thread_clock clock;
+	struct thread_serving serving;
+	struct thread_waits waits;
+	struct thread_handoff handoff;
+	struct thread_go go;
+};
+
+/* Per-target counters, per CPU so the hot path never contends. */
+struct target_stats {
+	__u64 unattributed_user_ns;
+	__u64 unattributed_kernel_ns;
+	__u64 between_requests_ns; /* part of attributed: tails, the server's loop after responses */
+	__u64 dropped_ns;          /* CPU of requests closed before any response */
+	__u64 dropped_requests;
+	__u64 lost_records;        /* ring buffer full */
+	__u64 lost_threads;        /* thread map full */
+	__u64 lost_conns;          /* connection map full */
+	__u64 threads_seen;
+	__u64 start_unseen;        /* finished requests that began before attach */
+	__u64 runqueue_ns;         /* all run-queue wait of target threads, in requests or not */
+	__u64 offcpu_ns;           /* all blocked time of target threads */
+	__u64 children_followed;   /* processes forked by a target and added to it */
+	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
+};
+
+/* Per CPU: which task was last seen here and whether it is a target (lets
+ * events of other processes return without a hash lookup), and the
+ * interrupt now running over it. */
+struct cpu_state {
+	__u64 softirq_start_ns;   /* 0: no softirq over a target thread */
+	__u64 irq_start_ns;       /* 0: no hard irq over a target thread */
+	__u64 irq_in_softirq_ns;  /* hard irq time inside the running softirq */
+	__u32 tid;
+	__u32 target_plus1; /* 0: not a target */
+	__u32 generation;   /* targets_generation when filled in */
+	__u32 softirq_vec;
+};
+
+/* Go servers run many goroutines on few threads and move them between
+ * threads, so a thread's last connection says little about whose work it
+ * does. For a Go process the collector gives, from its binary, where a
+ * thread keeps its running goroutine's g (an offset from the FS base) and
+ * where a g keeps the goroutine's id. */
+struct go_layout {
+	__s64 tls_offset;
+	__u64 goid_offset;
+};
+
+struct goroutine_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 goid;
+};
+
+/* What the collector fixes before load. */
+struct config {
+	/* Bytes of each request to capture for naming it; 0 turns capture off. */
+	__u32 capture_bytes;
+	/* Whether processes forked by a target join it (pre-fork servers). */
+	__u32 follow_children;
+};
+
+/* The ring buffer, the limits and the record flags have no type in the
+ * programs' BTF: these put them there, so that bpf2go generates their Go twins. */
+const struct request_record *unused_request_record __attribute__((unused));
+const enum limits *unused_limits __attribute__((unused));
+const enum record_flags *unused_record_flags __attribute__((unused));
+
+volatile const struct config cfg = {.capture_bytes = 256};
+
+/* Set by the collector once every program is attached, so that all of them
+ * start counting at the same instant, enable_ns (CLOCK_MONOTONIC). */
+volatile __u32 enabled;
+volatile __u64 enable_ns;
+/* Bumped by the collector whenever the targets map changes, so that no CPU
+ * goes on trusting an answer about a task given before. */
+volatile __u32 targets_generation;
+/* The kernel's syscall entry and exit paths run before sys_enter and after
+ * sys_exit fire (and so do the parts of these programs before and after
+ * they read the clock), so the clock between the two tracepoints misses
+ * them, and they would pass for user time. The collector measures their
+ * cost (calibrate.h) and sets it here: that much of the user time before
+ * each syscall is charged to it. */
+volatile __u64 syscall_overhead_ns;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGET_PROCESSES);
+	__type(key, __u32);   /* tgid */
+	__type(value, __u32); /* target index */
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u16);  /* local TCP port in host byte order */
+	__type(value, __u8); /* unused */
+} listen_ports SEC(".maps");
+
+/* In the task itself: reached from its task_struct in a few loads, where a
+ * hash lookup would hash and compare a key on each of the some twenty
+ * events of a request; freed with the task. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGET_PROCESSES);
+	__type(key, __u32); /* tgid */
+	__type(value, struct go_layout);
+} go_layouts SEC(".maps");
+
+/* Least recently used goroutines go first: one that served a connection
+ * long ago has most likely exited. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_GOROUTINES);
+	__type(key, struct goroutine_key);
+	__type(value, __u64); /* cookie of the connection it last read or wrote */
+} goroutines SEC(".maps");
+
+/* Not preallocated: a connection's state is large (it holds the captured
+ * bytes), and memory should follow the connections that exist. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CONNS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64); /* socket cookie */
+	__type(value, struct conn_state);
+} conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, struct target_stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_state);
+} cpus SEC(".maps");
+
+/* A zeroed thread_state to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_template SEC(".maps");
+
+/* A zeroed conn_state to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct conn_state);
+} conn_template SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} requests SEC(".maps");
+
+static __always_inline struct target_stats *stats_of(__u32 target)
+{
+	return bpf_map_lookup_elem(&stats, &target);
+}
+
+/* Adds to a counter of a target's stats, which may be missing. (A pointer
+ * to the field taken before the null check would not pass the verifier.) */
+#define COUNT(s, field, n)                                                                                   \
+	do {                                                                                                 \
+		if (s)                                                                                       \
+			(s)->field += (n);                                                                   \
+	} while (0)
+
+#endif /* REQPROF_TYPES_H */

@@ -1,0 +1,169 @@
+package collector
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Limits of the BPF side that the collector works within, from the enum
+// limits in bpf/types.h.
+const (
+	maxTargets = int(reqprofLimitsMAX_TARGETS)
+	// MaxCaptureBytes is the most bytes of a request's first read that can
+	// be captured to name it.
+	MaxCaptureBytes = int(reqprofLimitsPAYLOAD_MAX)
+)
+
+// tracepointKernel says which Linux added a tracepoint, for the error that
+// names what is missing, and whether reqprof works without it (with less
+// detail).
+type tracepointKernel struct {
+	since    string
+	optional bool
+}
+
+// tracepointKernels has an entry for each tracepoint a program of
+// bpf/reqprof.bpf.c attaches to (SEC("tp_btf/NAME")); which program
+// attaches where is read from the compiled spec, and a test checks that
+// this table names those tracepoints and no other.
+var tracepointKernels = map[string]tracepointKernel{
+	"sched_switch":        {since: "2.6"},
+	"sched_waking":        {since: "4.3"},
+	"sched_wakeup":        {since: "2.6"},
+	"sched_wakeup_new":    {since: "2.6"},
+	"sched_process_fork":  {since: "2.6"},
+	"sys_enter":           {since: "3.7"},
+	"sys_exit":            {since: "3.7"},
+	"sock_recv_length":    {since: "6.3"},
+	"sock_send_length":    {since: "6.3"},
+	"inet_sock_set_state": {since: "4.16"},
+	"softirq_entry":       {since: "2.6"},
+	"softirq_exit":        {since: "2.6"},
+	"irq_handler_entry":   {since: "2.6"},
+	"irq_handler_exit":    {since: "2.6"},
+	// x86 only: the local APIC timer is no irq_handler.
+	"local_timer_entry": {since: "3.10", optional: true},
+	"local_timer_exit":  {since: "3.10", optional: true},
+	"page_fault_user":   {since: "3.13", optional: true},
+}
+
+// hook is one program attached to a tracepoint.
+type hook struct {
+	program    string // its name in the spec
+	tracepoint string
+	tracepointKernel
+}
+
+// hooksOf lists the programs of spec that attach to a tracepoint, in the
+// order of their names.
+func hooksOf(spec *ebpf.CollectionSpec) []hook {
+	var hooks []hook
+	for name, p := range spec.Programs {
+		if p.Type != ebpf.Tracing || p.AttachType != ebpf.AttachTraceRawTp {
+			continue
+		}
+		hooks = append(hooks, hook{program: name, tracepoint: p.AttachTo, tracepointKernel: tracepointKernels[p.AttachTo]})
+	}
+	slices.SortFunc(hooks, func(a, b hook) int { return cmp.Compare(a.program, b.program) })
+	return hooks
+}
+
+// bpfObjects are reqprof's loaded programs, maps and variables, by their
+// generated names, and its tracepoint programs in a list to attach and to
+// read the run time of.
+type bpfObjects struct {
+	reqprofObjects
+	hooks []loadedHook
+}
+
+type loadedHook struct {
+	hook
+	prog *ebpf.Program // owned by reqprofObjects
+}
+
+// load loads reqprof's BPF objects with what is fixed before load.
+func load(captureBytes int, followChildren bool) (*bpfObjects, error) {
+	if captureBytes < 0 || captureBytes > MaxCaptureBytes {
+		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", captureBytes, MaxCaptureBytes)
+	}
+	spec, err := loadReqprof()
+	if err != nil {
+		return nil, err
+	}
+	var specs reqprofSpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("reading reqprof's BPF spec: %w", err)
+	}
+	cfg := reqprofConfig{CaptureBytes: uint32(captureBytes)}
+	if followChildren {
+		cfg.FollowChildren = 1
+	}
+	if err := specs.Cfg.Set(cfg); err != nil {
+		return nil, fmt.Errorf("configuring the BPF programs: %w", err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, describeLoadError(err)
+	}
+	objs := &bpfObjects{}
+	for _, h := range hooksOf(spec) {
+		objs.hooks = append(objs.hooks, loadedHook{hook: h, prog: coll.Programs[h.program]})
+	}
+	if err := coll.Assign(&objs.reqprofObjects); err != nil {
+		coll.Close()
+		return nil, fmt.Errorf("loading BPF programs: %w", err)
+	}
+	coll.Close() // what reqprofObjects does not own
+	return objs, nil
+}
+
+// programs are the tracepoint programs, loaded.
+func (o *bpfObjects) programs() []*ebpf.Program {
+	progs := make([]*ebpf.Program, len(o.hooks))
+	for i, h := range o.hooks {
+		progs[i] = h.prog
+	}
+	return progs
+}
+
+// attachAll attaches every tracepoint program; on error it returns the
+// links made so far so the caller can close them. Optional tracepoints
+// (x86's local timer, user page faults) are skipped where the kernel lacks
+// them.
+func attachAll(objs *bpfObjects) ([]link.Link, error) {
+	var links []link.Link
+	for _, h := range objs.hooks {
+		l, err := link.AttachTracing(link.TracingOptions{Program: h.prog})
+		if err != nil {
+			if h.optional {
+				continue
+			}
+			return links, fmt.Errorf("attaching to tracepoint %s: %w", h.tracepoint, err)
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+// describeLoadError keeps the part of a verifier log that says why.
+func describeLoadError(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		log := ve.Log
+		if len(log) > 6 {
+			log = log[len(log)-6:]
+		}
+		return fmt.Errorf("the kernel's verifier rejected reqprof's BPF programs: %s", strings.Join(log, " | "))
+	}
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("loading BPF programs was refused (not root, or locked down): %w", err)
+	}
+	return fmt.Errorf("loading BPF programs: %w", err)
+}
