@@ -10,7 +10,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // Mirrors of the enums in bpf/reqprof.bpf.c.
@@ -21,16 +21,16 @@ const (
 	roleServer      = 1
 )
 
-// buildRun turns the BPF maps and the decoded records into report types.
-func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta report.Meta, startNs, endNs, malformed uint64) (report.Run, error) {
-	targets := make([]report.Target, len(procs))
+// buildRun turns the BPF maps and the decoded records into profile types.
+func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta profile.Meta, startNs, endNs, malformed uint64) (profile.Run, error) {
+	targets := make([]profile.Target, len(procs))
 	for i, p := range procs {
 		var perCPU []reqprofTargetStats
 		if err := objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
-			return report.Run{}, fmt.Errorf("reading counters of %d: %w", p.PID, err)
+			return profile.Run{}, fmt.Errorf("reading counters of %d: %w", p.PID, err)
 		}
 		s := sumStats(perCPU)
-		t := report.Target{
+		t := profile.Target{
 			PID:                p.PID,
 			Comm:               p.comm,
 			Label:              p.Label,
@@ -63,7 +63,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 
 	threads, err := readThreads(objs)
 	if err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 	// What threads were charged for a connection and had not yet added to
 	// it (they do so when they turn to another, or leave their CPU).
@@ -115,7 +115,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 		}
 	}
 	if err := iter.Err(); err != nil {
-		return report.Run{}, fmt.Errorf("reading open connections: %w", err)
+		return profile.Run{}, fmt.Errorf("reading open connections: %w", err)
 	}
 	for i, p := range procs {
 		targets[i].Finished = p.finished.totals
@@ -126,7 +126,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 
 	// Time threads were still on a CPU, or held back inside a syscall, when
 	// the window closed: no event was left to charge it.
-	live := make([][]report.UnattributedSource, len(targets))
+	live := make([][]profile.UnattributedSource, len(targets))
 	for _, th := range threads {
 		st := &th.state
 		if int(st.Target) >= len(targets) {
@@ -139,7 +139,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 			t.UnattributedNs += cpuNs(&st.Pending)
 		}
 		if unattributed > 0 {
-			live[st.Target] = append(live[st.Target], report.UnattributedSource{TID: th.tid, Ns: unattributed})
+			live[st.Target] = append(live[st.Target], profile.UnattributedSource{TID: th.tid, Ns: unattributed})
 		}
 
 		pending := st.HeldNs
@@ -161,7 +161,7 @@ func buildRun(objs *reqprofObjects, procs []*process, names *routeNames, meta re
 	for i := range targets {
 		targets[i].UnattributedSources = largestSources(live[i], targets[i].UnattributedNs)
 	}
-	return report.Run{Duration: time.Duration(endNs - startNs), Targets: targets, Meta: meta}, nil
+	return profile.Run{Duration: time.Duration(endNs - startNs), Targets: targets, Meta: meta}, nil
 }
 
 type threadEntry struct {
@@ -216,15 +216,15 @@ const maxUnattributedSources = 3
 
 // largestSources names the threads with the most unattributed CPU; what no
 // live thread accounts for is the threads that exited in the window.
-func largestSources(live []report.UnattributedSource, total uint64) []report.UnattributedSource {
+func largestSources(live []profile.UnattributedSource, total uint64) []profile.UnattributedSource {
 	var sum uint64
 	for _, src := range live {
 		sum += src.Ns
 	}
 	if total > sum {
-		live = append(live, report.UnattributedSource{Comm: "(exited)", Ns: total - sum})
+		live = append(live, profile.UnattributedSource{Comm: "(exited)", Ns: total - sum})
 	}
-	slices.SortFunc(live, func(a, b report.UnattributedSource) int { return cmp.Compare(b.Ns, a.Ns) })
+	slices.SortFunc(live, func(a, b profile.UnattributedSource) int { return cmp.Compare(b.Ns, a.Ns) })
 	live = live[:min(len(live), maxUnattributedSources)]
 	for i := range live {
 		if live[i].TID != 0 {

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // recordHeaderSize is struct request_record up to its payload: every record
@@ -27,7 +27,7 @@ type decodedRecord struct {
 	flags     uint32
 	localPort uint16
 	payload   []byte // aliases the sample: valid until the next read
-	request   report.Request
+	request   profile.Request
 	kernel    *reqprofCost // aliases the sample, for the per-cause breakdown
 }
 
@@ -68,13 +68,13 @@ func decodeRecord(b []byte) (decodedRecord, error) {
 }
 
 // requestOf is the domain view of a request record, its name aside.
-func requestOf(r *reqprofRequestRecord) report.Request {
+func requestOf(r *reqprofRequestRecord) profile.Request {
 	c := &r.Cost
 	var softirq uint64
 	for _, ns := range c.SoftirqNs {
 		softirq += ns
 	}
-	return report.Request{
+	return profile.Request{
 		TID:                 r.Tid,
 		Conn:                r.Conn,
 		Port:                r.LocalPort,
@@ -138,10 +138,10 @@ func syscallCause(nr uint32) string {
 // cause's name cost a string hash per cause of every record, a tenth of the
 // collector's CPU per request at 100,000 requests a second.
 type kernelTally struct {
-	syscalls   [maxTalliedSyscall + 1]report.KernelCost
-	unknown    report.KernelCost // entered before the window
-	other      report.KernelCost // past the record's slots
-	outOfRange map[uint32]report.KernelCost
+	syscalls   [maxTalliedSyscall + 1]profile.KernelCost
+	unknown    profile.KernelCost // entered before the window
+	other      profile.KernelCost // past the record's slots
+	outOfRange map[uint32]profile.KernelCost
 	softirqs   [len(softirqNames)]uint64
 	irqNs      uint64
 }
@@ -163,7 +163,7 @@ func (k *kernelTally) add(c *reqprofCost) {
 		default:
 			// A number no kernel gives: kept apart rather than dropped.
 			if k.outOfRange == nil {
-				k.outOfRange = map[uint32]report.KernelCost{}
+				k.outOfRange = map[uint32]profile.KernelCost{}
 			}
 			cost := k.outOfRange[nr]
 			addCost(&cost, slot.Ns, uint64(slot.Calls))
@@ -177,14 +177,14 @@ func (k *kernelTally) add(c *reqprofCost) {
 	k.irqNs += c.IrqNs
 }
 
-func addCost(into *report.KernelCost, ns, calls uint64) {
+func addCost(into *profile.KernelCost, ns, calls uint64) {
 	into.Ns += ns
 	into.Calls += calls
 }
 
 // breakdown names each cause with time or calls.
-func (k *kernelTally) breakdown() map[string]report.KernelCost {
-	into := map[string]report.KernelCost{}
+func (k *kernelTally) breakdown() map[string]profile.KernelCost {
+	into := map[string]profile.KernelCost{}
 	for nr, cost := range k.syscalls {
 		addCause(into, syscallCause(uint32(nr)), cost)
 	}
@@ -194,13 +194,13 @@ func (k *kernelTally) breakdown() map[string]report.KernelCost {
 	}
 	addCause(into, "syscall:other", k.other)
 	for vec, ns := range k.softirqs {
-		addCause(into, softirqCauses[vec], report.KernelCost{Ns: ns})
+		addCause(into, softirqCauses[vec], profile.KernelCost{Ns: ns})
 	}
-	addCause(into, "irq", report.KernelCost{Ns: k.irqNs})
+	addCause(into, "irq", profile.KernelCost{Ns: k.irqNs})
 	return into
 }
 
-func addCause(into map[string]report.KernelCost, cause string, cost report.KernelCost) {
+func addCause(into map[string]profile.KernelCost, cause string, cost profile.KernelCost) {
 	if cost.Ns == 0 && cost.Calls == 0 {
 		return
 	}

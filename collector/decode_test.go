@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 func recordBytes(t testing.TB, r reqprofRequestRecord) []byte {
@@ -62,7 +62,7 @@ func TestBreakdownNamesCauses(t *testing.T) {
 	tally.add(&c)
 	tally.add(&c)
 	into := tally.breakdown()
-	want := map[string]report.KernelCost{
+	want := map[string]profile.KernelCost{
 		"syscall:write":                   {Ns: 14_000, Calls: 4},
 		"syscall:epoll_wait":              {Ns: 6_000, Calls: 2},
 		"syscall:(entered before attach)": {Ns: 200, Calls: 2},

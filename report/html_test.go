@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // sdkSummary is the sdks_with_floor case, compared with its floor, as
@@ -56,10 +58,10 @@ func TestHTMLNeedsNothingElse(t *testing.T) {
 // Comm, labels, warnings and hosts come from the profiled processes or from
 // a file: none of it may become markup.
 func TestHTMLEscapesText(t *testing.T) {
-	s := Summarize(Run{
-		Meta:     Meta{Host: `<img src=x onerror=alert(1)>`},
+	s := Summarize(profile.Run{
+		Meta:     profile.Meta{Host: `<img src=x onerror=alert(1)>`},
 		Duration: time.Second,
-		Targets: []Target{
+		Targets: []profile.Target{
 			{PID: 1, Comm: `"><script>alert(1)</script>`, Label: "<b>sdk</b>", Requests: routed(steadyRequests(3, 1000, 1000, 0), "GET /<i>x</i>")},
 			{PID: 2, Comm: "</title><svg onload=alert(1)>", Requests: steadyRequests(3, 1000, 1000, 0), Exited: true},
 		},
@@ -78,7 +80,7 @@ func TestHTMLEscapesText(t *testing.T) {
 }
 
 // routed is reqs, every one asking for route.
-func routed(reqs []Request, route string) []Request {
+func routed(reqs []profile.Request, route string) []profile.Request {
 	for i := range reqs {
 		reqs[i].Route = route
 	}

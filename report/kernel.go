@@ -7,13 +7,15 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // breakdownPerRequest turns a target's kernel time by cause, summed over
 // its n > 0 finished requests, into means per request: the µs of every
 // cause, and the calls of every cause that counts them. Each is nil when
 // it would be empty, as an empty map is absent from the JSON.
-func breakdownPerRequest(sums map[string]KernelCost, n int) (us, calls map[string]float64) {
+func breakdownPerRequest(sums map[string]profile.KernelCost, n int) (us, calls map[string]float64) {
 	for cause, c := range sums {
 		if c.Ns == 0 && c.Calls == 0 {
 			continue

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 func TestBreakdownPerRequest(t *testing.T) {
-	us, calls := breakdownPerRequest(map[string]KernelCost{
+	us, calls := breakdownPerRequest(map[string]profile.KernelCost{
 		"syscall:write":  {Ns: 30_000, Calls: 4},
 		"syscall:mmap":   {Ns: 100, Calls: 1},
 		"softirq:NET_RX": {Ns: 5_000},
@@ -19,7 +21,7 @@ func TestBreakdownPerRequest(t *testing.T) {
 	if !reflect.DeepEqual(us, wantUs) || !reflect.DeepEqual(calls, wantCalls) {
 		t.Errorf("got µs %v, calls %v; want %v, %v", us, calls, wantUs, wantCalls)
 	}
-	if us, calls := breakdownPerRequest(map[string]KernelCost{"irq": {}}, 1); us != nil || calls != nil {
+	if us, calls := breakdownPerRequest(map[string]profile.KernelCost{"irq": {}}, 1); us != nil || calls != nil {
 		t.Errorf("no time gave µs %v, calls %v; want nil maps, absent from the JSON", us, calls)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/testdata/calserver"
 	"github.com/reqprof/reqprof/testdata/loadgen"
 )
@@ -68,7 +68,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	attached := make(chan struct{})
 	type outcome struct {
-		run report.Run
+		run profile.Run
 		err error
 	}
 	done := make(chan outcome, 1)
@@ -106,7 +106,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		}
 		truths = append(truths, truth)
 	}
-	if err := writeReport([]report.Run{o.run}, out, false, stdout); err != nil {
+	if err := writeReport([]profile.Run{o.run}, out, false, stdout); err != nil {
 		return err
 	}
 	if out.jsonPath != "-" {
