@@ -51,7 +51,9 @@ func meanUs(requests []profile.Request, ns func(profile.Request) uint64) float64
 	return float64(sum) / float64(len(requests)) / 1e3
 }
 
-func causeMeanUs(target profile.Target, cause string) float64 {
+var writeCause = profile.Cause{Kind: profile.CauseSyscall, Name: "write"}
+
+func causeMeanUs(target profile.Target, cause profile.Cause) float64 {
 	return float64(target.KernelBreakdown[cause].Ns) / float64(target.Finished.Requests) / 1e3
 }
 
@@ -69,15 +71,15 @@ func TestWritesShowInTheWriteRow(t *testing.T) {
 	for range windows {
 		writing, truth := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us",
 			"--devnull-writes", strconv.Itoa(writes), "--devnull-bytes", "4096")
-		grew := causeMeanUs(writing, "syscall:write") - causeMeanUs(plain, "syscall:write")
+		grew := causeMeanUs(writing, writeCause) - causeMeanUs(plain, writeCause)
 		// The server's clock around its writes also counts its loop's
 		// user instructions, which reqprof rightly counts as user time.
 		kernelUs := truth.devNullUs - writes*truth.devNullLoopUserNs/1e3
 		t.Logf("write row: %.1f → %.1f µs per request (+%.1f); server measured its /dev/null writes at %.1f µs, %.1f µs of it outside its loop's user code (%.1f%%)",
-			causeMeanUs(plain, "syscall:write"), causeMeanUs(writing, "syscall:write"), grew, truth.devNullUs, kernelUs, 100*grew/kernelUs)
+			causeMeanUs(plain, writeCause), causeMeanUs(writing, writeCause), grew, truth.devNullUs, kernelUs, 100*grew/kernelUs)
 		grewSum += grew
 		kernelSum += kernelUs
-		if calls := float64(writing.KernelBreakdown["syscall:write"].Calls) / requests; calls != writes+1 {
+		if calls := float64(writing.KernelBreakdown[writeCause].Calls) / requests; calls != writes+1 {
 			t.Errorf("%.2f write calls per request, want 301 (300 to /dev/null, 1 response)", calls)
 		}
 		checkBreakdownAddsUp(t, writing)
@@ -103,12 +105,12 @@ func checkBreakdownAddsUp(t *testing.T, target profile.Target) {
 	}
 	var bySyscall, bySoftirq, byIrq uint64
 	for cause, k := range target.KernelBreakdown {
-		switch {
-		case strings.HasPrefix(cause, "syscall:"):
+		switch cause.Kind {
+		case profile.CauseSyscall:
 			bySyscall += k.Ns
-		case strings.HasPrefix(cause, "softirq:"):
+		case profile.CauseSoftirq:
 			bySoftirq += k.Ns
-		case cause == "irq":
+		case profile.CauseIRQ:
 			byIrq += k.Ns
 		default:
 			t.Errorf("unknown cause %q", cause)

@@ -109,28 +109,31 @@ func cpuNs(c *reqprofCost) uint64 {
 // the window opened.
 const unknownSyscall = 0xfffff
 
-// Cause names are built once: decoding a record must not allocate.
+// Causes are built once: decoding a record must not allocate.
 var (
-	syscallCauses = func() map[uint32]string {
-		causes := map[uint32]string{unknownSyscall: "syscall:(entered before attach)"}
+	syscallCauses = func() map[uint32]profile.Cause {
+		causes := map[uint32]profile.Cause{unknownSyscall: {Kind: profile.CauseSyscall, Name: "(entered before attach)"}}
 		for nr, name := range syscallNames {
-			causes[nr] = "syscall:" + name
+			causes[nr] = profile.Cause{Kind: profile.CauseSyscall, Name: name}
 		}
 		return causes
 	}()
-	softirqCauses = func() (causes [len(softirqNames)]string) {
+	softirqCauses = func() (causes [len(softirqNames)]profile.Cause) {
 		for vec, name := range softirqNames {
-			causes[vec] = "softirq:" + name
+			causes[vec] = profile.Cause{Kind: profile.CauseSoftirq, Name: name}
 		}
 		return causes
 	}()
+	// otherSyscallsCause is the syscalls a record had no slot for.
+	otherSyscallsCause = profile.Cause{Kind: profile.CauseSyscall, Name: "other"}
+	irqCause           = profile.Cause{Kind: profile.CauseIRQ}
 )
 
-func syscallCause(nr uint32) string {
+func syscallCause(nr uint32) profile.Cause {
 	if cause, ok := syscallCauses[nr]; ok {
 		return cause
 	}
-	return fmt.Sprintf("syscall:nr%d", nr)
+	return profile.Cause{Kind: profile.CauseSyscall, Name: fmt.Sprintf("nr%d", nr)}
 }
 
 // kernelTally sums requests' kernel time by cause, record by record, in
@@ -183,8 +186,8 @@ func addCost(into *profile.KernelCost, ns, calls uint64) {
 }
 
 // breakdown names each cause with time or calls.
-func (k *kernelTally) breakdown() map[string]profile.KernelCost {
-	into := map[string]profile.KernelCost{}
+func (k *kernelTally) breakdown() map[profile.Cause]profile.KernelCost {
+	into := map[profile.Cause]profile.KernelCost{}
 	for nr, cost := range k.syscalls {
 		addCause(into, syscallCause(uint32(nr)), cost)
 	}
@@ -192,15 +195,15 @@ func (k *kernelTally) breakdown() map[string]profile.KernelCost {
 	for nr, cost := range k.outOfRange {
 		addCause(into, syscallCause(nr), cost)
 	}
-	addCause(into, "syscall:other", k.other)
+	addCause(into, otherSyscallsCause, k.other)
 	for vec, ns := range k.softirqs {
 		addCause(into, softirqCauses[vec], profile.KernelCost{Ns: ns})
 	}
-	addCause(into, "irq", profile.KernelCost{Ns: k.irqNs})
+	addCause(into, irqCause, profile.KernelCost{Ns: k.irqNs})
 	return into
 }
 
-func addCause(into map[string]profile.KernelCost, cause string, cost profile.KernelCost) {
+func addCause(into map[profile.Cause]profile.KernelCost, cause profile.Cause, cost profile.KernelCost) {
 	if cost.Ns == 0 && cost.Calls == 0 {
 		return
 	}

@@ -261,7 +261,7 @@ func TestConsumeResultAdd(t *testing.T) {
 	if sum := got.byRoute[profile.RouteKey{Route: "GET /a", Port: 8080}]; sum.Requests != 3 {
 		t.Errorf("routes %v, want 3 requests of GET /a on 8080", got.byRoute)
 	}
-	if w := res.kernel[1].breakdown()["syscall:write"]; w != (profile.KernelCost{Ns: 1_500, Calls: 3}) {
+	if w := res.kernel[1].breakdown()[profile.Cause{Kind: profile.CauseSyscall, Name: "write"}]; w != (profile.KernelCost{Ns: 1_500, Calls: 3}) {
 		t.Errorf("write %+v, want 1,500 ns in 3 calls", w)
 	}
 }

@@ -51,8 +51,8 @@ func (r Request) FirstByteNs() uint64 {
 	return uint64(r.FirstWrite - r.Start)
 }
 
-// KernelCost is kernel time spent for one cause ("syscall:write",
-// "softirq:NET_RX", "irq"), summed over requests.
+// KernelCost is kernel time spent for one Cause (syscall write, softirq
+// NET_RX, irq), summed over requests.
 type KernelCost struct {
 	Ns    uint64
 	Calls uint64 // syscalls only
@@ -81,7 +81,7 @@ type Target struct {
 	Requests []Request
 
 	// KernelBreakdown sums the finished requests' kernel time by cause.
-	KernelBreakdown map[string]KernelCost
+	KernelBreakdown map[Cause]KernelCost
 
 	// All waiting of the target's threads, in requests or not, for
 	// comparison with the kernel's own counters.

@@ -43,9 +43,9 @@ func withBreakdown(t profile.Target, shares []causeShare) profile.Target {
 	for _, r := range t.Requests {
 		kernelNs += r.KernelNs
 	}
-	t.KernelBreakdown = map[string]profile.KernelCost{}
+	t.KernelBreakdown = map[profile.Cause]profile.KernelCost{}
 	for _, s := range shares {
-		t.KernelBreakdown[s.cause] = profile.KernelCost{Ns: kernelNs * s.percent / 100, Calls: s.callsPerRequest * uint64(len(t.Requests))}
+		t.KernelBreakdown[profile.ParseCause(s.cause)] = profile.KernelCost{Ns: kernelNs * s.percent / 100, Calls: s.callsPerRequest * uint64(len(t.Requests))}
 	}
 	return t
 }

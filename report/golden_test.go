@@ -68,7 +68,7 @@ func requestsOneTo200() []profile.Request {
 // breakdownOneTo200 is the kernel time of requestsOneTo200 by cause: their
 // 300·i ns of syscalls, 40·i of softirqs and 10·i of irqs, summed over i,
 // in 16 causes whose long tail folds.
-var breakdownOneTo200 = map[string]profile.KernelCost{
+var breakdownOneTo200 = byCause(map[string]profile.KernelCost{
 	"syscall:write":                   {Ns: 2_600_000, Calls: 400},
 	"syscall:read":                    {Ns: 1_500_000, Calls: 400},
 	"syscall:epoll_wait":              {Ns: 900_000, Calls: 200},
@@ -85,6 +85,15 @@ var breakdownOneTo200 = map[string]profile.KernelCost{
 	"softirq:RCU":                     {Ns: 40_000},
 	"softirq:SCHED":                   {Ns: 14_000},
 	"irq":                             {Ns: 201_000},
+})
+
+// byCause keys kernel costs, given by their causes' names, by the causes.
+func byCause(byName map[string]profile.KernelCost) map[profile.Cause]profile.KernelCost {
+	causes := make(map[profile.Cause]profile.KernelCost, len(byName))
+	for name, cost := range byName {
+		causes[profile.ParseCause(name)] = cost
+	}
+	return causes
 }
 
 func oneTargetRun() profile.Run {
@@ -119,9 +128,9 @@ func twoTargetsPartialRun() profile.Run {
 					{Route: "POST /mcp tools/list", End: 900 * time.Microsecond, UserNs: 300_000, KernelNs: 100_000, BytesIn: 310, BytesOut: 1_520},
 					{Route: "POST /mcp tools/call add", End: 350 * time.Microsecond, UserNs: 95_000, KernelNs: 5_000, BytesIn: 290, BytesOut: 1_480},
 				},
-				KernelBreakdown: map[string]profile.KernelCost{
+				KernelBreakdown: byCause(map[string]profile.KernelCost{
 					"syscall:write": {Ns: 100_000, Calls: 8}, "syscall:read": {Ns: 40_000, Calls: 4}, "softirq:NET_RX": {Ns: 15_000},
-				},
+				}),
 				UnattributedNs: 3_250_000,
 				SchedCPUNs:     5_000_000, // reqprof saw 80%
 				LostEvents:     17,
@@ -186,7 +195,7 @@ func sampledRun() profile.Run {
 			Finished:        finished,
 			RouteTotals:     byRoute,
 			Requests:        sample,
-			KernelBreakdown: map[string]profile.KernelCost{"syscall:write": {Ns: 300 * 500_500, Calls: 1000}},
+			KernelBreakdown: byCause(map[string]profile.KernelCost{"syscall:write": {Ns: 300 * 500_500, Calls: 1000}}),
 			RunqueueNs:      60_000_000,
 			OffCPUNs:        300_000_000,
 			UnattributedNs:  25_000_000,

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -131,3 +132,18 @@ var (
 	binPattern  = regexp.MustCompile(`<rect class="bin" x="[0-9.]+" y="[0-9.]+" width="[0-9.]+" height="([0-9.]+)" fill="#[0-9a-f]{6}" data-count="([0-9]+)">`)
 	partPattern = regexp.MustCompile(`<rect class="part" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="[0-9.]+" fill="#[0-9a-f]{6}">`)
 )
+
+// A bar's kernel parts group the causes of a summary, read back from their
+// names, by kind; a cause of no kind reqprof knows is other kernel time.
+func TestCPUPartsByKind(t *testing.T) {
+	got := cpuParts(TargetSummary{
+		UserUs: Dist{Mean: 10},
+		KernelBreakdownUs: map[string]float64{
+			"syscall:write": 3, "syscall:read": 1, "softirq:NET_RX": 2, "softirq:TIMER": 0, "irq": 0.5, "hrtimer": 0.25,
+		},
+	})
+	want := []cpuPart{{"user", 10}, {"syscalls", 4}, {"softirq", 2}, {"irq", 0.5}, {"other kernel", 0.25}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parts %v, want %v", got, want)
+	}
+}

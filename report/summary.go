@@ -82,9 +82,10 @@ type TargetSummary struct {
 	CtxSwitchesPerRequest *CtxSwitches `json:"ctx_switches_per_request,omitempty"`
 
 	// KernelBreakdownUs is the mean kernel time per finished request by
-	// cause ("syscall:write", "softirq:NET_RX", "irq"), every cause
-	// measured; KernelBreakdownCalls the mean calls per request of each
-	// syscall counted.
+	// cause, keyed by the cause's name ("syscall:write", "softirq:NET_RX",
+	// "irq"; profile.ParseCause reads it back), every cause measured;
+	// KernelBreakdownCalls the mean calls per request of each syscall
+	// counted.
 	KernelBreakdownUs    map[string]float64 `json:"kernel_breakdown_us,omitempty"`
 	KernelBreakdownCalls map[string]float64 `json:"kernel_breakdown_calls,omitempty"`
 
