@@ -16,15 +16,15 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/internal/loadgen"
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // runCalserver profiles one calibrated server under loadgen load and
 // returns what reqprof measured and what the server measured itself.
-func runCalserver(t *testing.T, conns, requests int, args ...string) (report.Target, calserverTruth) {
+func runCalserver(t *testing.T, conns, requests int, args ...string) (profile.Target, calserverTruth) {
 	t.Helper()
 	srv := startCalserver(t, args...)
-	w := profile(t, []int{srv.pid()}, func() {
+	w := measure(t, []int{srv.pid()}, func() {
 		if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.addr, Conns: conns, Requests: requests}); err != nil {
 			t.Fatalf("load: %v", err)
 		}
@@ -43,7 +43,7 @@ type calserverTruth struct {
 	devNullLoopUserNs float64 // per write: the server loop's own user CPU
 }
 
-func meanUs(requests []report.Request, ns func(report.Request) uint64) float64 {
+func meanUs(requests []profile.Request, ns func(profile.Request) uint64) float64 {
 	var sum uint64
 	for _, r := range requests {
 		sum += ns(r)
@@ -51,7 +51,9 @@ func meanUs(requests []report.Request, ns func(report.Request) uint64) float64 {
 	return float64(sum) / float64(len(requests)) / 1e3
 }
 
-func causeMeanUs(target report.Target, cause string) float64 {
+var writeCause = profile.Cause{Kind: profile.CauseSyscall, Name: "write"}
+
+func causeMeanUs(target profile.Target, cause profile.Cause) float64 {
 	return float64(target.KernelBreakdown[cause].Ns) / float64(target.Finished.Requests) / 1e3
 }
 
@@ -69,15 +71,15 @@ func TestWritesShowInTheWriteRow(t *testing.T) {
 	for range windows {
 		writing, truth := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us",
 			"--devnull-writes", strconv.Itoa(writes), "--devnull-bytes", "4096")
-		grew := causeMeanUs(writing, "syscall:write") - causeMeanUs(plain, "syscall:write")
+		grew := causeMeanUs(writing, writeCause) - causeMeanUs(plain, writeCause)
 		// The server's clock around its writes also counts its loop's
 		// user instructions, which reqprof rightly counts as user time.
 		kernelUs := truth.devNullUs - writes*truth.devNullLoopUserNs/1e3
 		t.Logf("write row: %.1f → %.1f µs per request (+%.1f); server measured its /dev/null writes at %.1f µs, %.1f µs of it outside its loop's user code (%.1f%%)",
-			causeMeanUs(plain, "syscall:write"), causeMeanUs(writing, "syscall:write"), grew, truth.devNullUs, kernelUs, 100*grew/kernelUs)
+			causeMeanUs(plain, writeCause), causeMeanUs(writing, writeCause), grew, truth.devNullUs, kernelUs, 100*grew/kernelUs)
 		grewSum += grew
 		kernelSum += kernelUs
-		if calls := float64(writing.KernelBreakdown["syscall:write"].Calls) / requests; calls != writes+1 {
+		if calls := float64(writing.KernelBreakdown[writeCause].Calls) / requests; calls != writes+1 {
 			t.Errorf("%.2f write calls per request, want 301 (300 to /dev/null, 1 response)", calls)
 		}
 		checkBreakdownAddsUp(t, writing)
@@ -90,7 +92,7 @@ func TestWritesShowInTheWriteRow(t *testing.T) {
 // checkBreakdownAddsUp: BPF keeps each request's kernel time by cause in
 // slots apart from its totals; the two must agree, and every request's CPU
 // is user + syscalls + softirq + irq.
-func checkBreakdownAddsUp(t *testing.T, target report.Target) {
+func checkBreakdownAddsUp(t *testing.T, target profile.Target) {
 	t.Helper()
 	var syscalls, softirqs, irqs uint64
 	for _, r := range target.Requests {
@@ -103,12 +105,12 @@ func checkBreakdownAddsUp(t *testing.T, target report.Target) {
 	}
 	var bySyscall, bySoftirq, byIrq uint64
 	for cause, k := range target.KernelBreakdown {
-		switch {
-		case strings.HasPrefix(cause, "syscall:"):
+		switch cause.Kind {
+		case profile.CauseSyscall:
 			bySyscall += k.Ns
-		case strings.HasPrefix(cause, "softirq:"):
+		case profile.CauseSoftirq:
 			bySoftirq += k.Ns
-		case cause == "irq":
+		case profile.CauseIRQ:
 			byIrq += k.Ns
 		default:
 			t.Errorf("unknown cause %q", cause)
@@ -126,24 +128,24 @@ func checkBreakdownAddsUp(t *testing.T, target report.Target) {
 func TestOffCPUIsTheSleep(t *testing.T) {
 	const sleep = 2 * time.Millisecond
 	target, _ := runCalserver(t, 1, 300, "--model", "threads", "--burn", "100us", "--sleep", sleep.String())
-	offcpu := meanUs(target.Requests, func(r report.Request) uint64 { return r.OffCPUNs })
+	offcpu := meanUs(target.Requests, func(r profile.Request) uint64 { return r.OffCPUNs })
 	sleepUs := float64(sleep.Microseconds())
 	t.Logf("off-CPU %.1f µs per request for a %.0f µs sleep", offcpu, sleepUs)
 	// Timer slack (50 µs) and the wakeup bound the excess.
 	if offcpu < sleepUs || offcpu > sleepUs*1.05+200 {
 		t.Errorf("off-CPU %.1f µs per request, want %.0f µs within 5%% plus 200 µs of wakeup", offcpu, sleepUs)
 	}
-	if v := meanUs(target.Requests, func(r report.Request) uint64 { return uint64(r.VoluntarySwitches) * 1000 }); v < 1 {
+	if v := meanUs(target.Requests, func(r profile.Request) uint64 { return uint64(r.VoluntarySwitches) * 1000 }); v < 1 {
 		t.Errorf("%.2f voluntary switches per request; each request sleeps once", v)
 	}
 	checkLatencyIsItsParts(t, target)
 	checkBreakdownAddsUp(t, target)
 }
 
-func checkLatencyIsItsParts(t *testing.T, target report.Target) {
+func checkLatencyIsItsParts(t *testing.T, target profile.Target) {
 	t.Helper()
-	latency := meanUs(target.Requests, report.Request.LatencyNs)
-	parts := meanUs(target.Requests, func(r report.Request) uint64 { return r.CPUNs() + r.RunqueueNs + r.OffCPUNs })
+	latency := meanUs(target.Requests, profile.Request.LatencyNs)
+	parts := meanUs(target.Requests, func(r profile.Request) uint64 { return r.CPUNs() + r.RunqueueNs + r.OffCPUNs })
 	t.Logf("latency %.1f µs, on-CPU + run-queue + blocked %.1f µs", latency, parts)
 	if !within(parts, latency, 0.02) {
 		t.Errorf("latency %.1f µs per request, its parts add to %.1f µs: more than 2%% apart", latency, parts)
@@ -158,7 +160,7 @@ func TestRunQueueWait(t *testing.T) {
 	const conns, perConn = 8, 40
 	clients := dialKeepAlive(t, srv.addr, conns)
 	var before, after map[int]uint64
-	w := profile(t, []int{srv.pid()}, func() {
+	w := measure(t, []int{srv.pid()}, func() {
 		before = runDelays(t, srv.pid())
 		var wg sync.WaitGroup
 		for _, c := range clients {

@@ -10,22 +10,22 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // buildRun reads what the BPF side holds when the window closes, once the
-// settle iterators have run, and turns it into report types with the
+// settle iterators have run, and turns it into profile values with the
 // records the collector consumed.
-func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta report.Meta, startNs, endNs uint64) (report.Run, error) {
+func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta profile.Meta, startNs, endNs uint64) (profile.Run, error) {
 	threads, err := settle(objs)
 	if err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 	stats := make([]reqprofTargetStats, len(procs))
 	for i, p := range procs {
 		var perCPU []reqprofTargetStats
 		if err := objs.Stats.Lookup(uint32(i), &perCPU); err != nil {
-			return report.Run{}, fmt.Errorf("reading counters of %d: %w", p.PID, err)
+			return profile.Run{}, fmt.Errorf("reading counters of %d: %w", p.PID, err)
 		}
 		stats[i] = sumStats(perCPU)
 	}
@@ -37,7 +37,7 @@ func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta report
 		b.addOpenConn(cookie, &c)
 	}
 	if err := iter.Err(); err != nil {
-		return report.Run{}, fmt.Errorf("reading open connections: %w", err)
+		return profile.Run{}, fmt.Errorf("reading open connections: %w", err)
 	}
 	b.addThreads(threads, endNs)
 	return b.run(meta, startNs, endNs), nil
@@ -78,13 +78,13 @@ func runIter(opts link.IterOptions) ([]byte, error) {
 }
 
 // runBuilder turns what the BPF side holds at the window's end, as plain
-// values, into report types: the charging is done by then, and what is
+// values, into profile values: the charging is done by then, and what is
 // left is to say which request, finished or not, or which thread, each
 // nanosecond belongs to. No BPF is needed to test it.
 type runBuilder struct {
 	procs   []*process
 	names   *routeNames
-	targets []report.Target
+	targets []profile.Target
 	// open are the served connections open when the window closed.
 	open map[uint64]bool
 }
@@ -92,7 +92,7 @@ type runBuilder struct {
 // newRunBuilder starts from the targets' counters, summed over CPUs, and
 // the records consumed.
 func newRunBuilder(procs []*process, res consumeResult, stats []reqprofTargetStats) *runBuilder {
-	b := &runBuilder{procs: procs, names: res.names, targets: make([]report.Target, len(procs)), open: map[uint64]bool{}}
+	b := &runBuilder{procs: procs, names: res.names, targets: make([]profile.Target, len(procs)), open: map[uint64]bool{}}
 	for i, p := range procs {
 		p.finished, p.kernel = res.finished[i], &res.kernel[i]
 		b.targets[i] = targetOf(p, stats[i])
@@ -111,8 +111,8 @@ func newRunBuilder(procs []*process, res consumeResult, stats []reqprofTargetSta
 }
 
 // targetOf is a target as its counters describe it.
-func targetOf(p *process, s reqprofTargetStats) report.Target {
-	t := report.Target{
+func targetOf(p *process, s reqprofTargetStats) profile.Target {
+	t := profile.Target{
 		PID:                p.PID,
 		Comm:               p.comm,
 		Label:              p.Label,
@@ -167,7 +167,7 @@ func (b *runBuilder) addOpenConn(cookie uint64, c *reqprofConnState) {
 // open, else it is unattributed. Threads are named by their unattributed
 // CPU.
 func (b *runBuilder) addThreads(threads []threadEntry, endNs uint64) {
-	live := make([][]report.UnattributedSource, len(b.targets))
+	live := make([][]profile.UnattributedSource, len(b.targets))
 	for _, th := range threads {
 		st := &th.state
 		if int(st.Target) >= len(b.targets) {
@@ -175,7 +175,7 @@ func (b *runBuilder) addThreads(threads []threadEntry, endNs uint64) {
 		}
 		t := &b.targets[st.Target]
 		if st.Serving.UnattributedNs > 0 {
-			live[st.Target] = append(live[st.Target], report.UnattributedSource{TID: th.tid, Ns: st.Serving.UnattributedNs})
+			live[st.Target] = append(live[st.Target], profile.UnattributedSource{TID: th.tid, Ns: st.Serving.UnattributedNs})
 		}
 		running := st.Clock.HeldNs
 		if st.Clock.RunStartNs != 0 && st.Clock.RunStartNs < endNs {
@@ -197,7 +197,7 @@ func (b *runBuilder) addThreads(threads []threadEntry, endNs uint64) {
 }
 
 // run is the window's result, every finished request counted.
-func (b *runBuilder) run(meta report.Meta, startNs, endNs uint64) report.Run {
+func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
 	for i, p := range b.procs {
 		t := &b.targets[i]
 		t.Finished = p.finished.totals
@@ -205,7 +205,7 @@ func (b *runBuilder) run(meta report.Meta, startNs, endNs uint64) report.Run {
 		t.RouteTotals = p.finished.byRoute
 		t.Requests = p.finished.sample.kept
 	}
-	return report.Run{Duration: time.Duration(endNs - startNs), Targets: b.targets, Meta: meta}
+	return profile.Run{Duration: time.Duration(endNs - startNs), Targets: b.targets, Meta: meta}
 }
 
 type threadEntry struct {
@@ -236,15 +236,15 @@ const maxUnattributedSources = 3
 
 // largestSources names the threads with the most unattributed CPU; what no
 // live thread accounts for is the threads that exited in the window.
-func largestSources(live []report.UnattributedSource, total uint64) []report.UnattributedSource {
+func largestSources(live []profile.UnattributedSource, total uint64) []profile.UnattributedSource {
 	var sum uint64
 	for _, src := range live {
 		sum += src.Ns
 	}
 	if total > sum {
-		live = append(live, report.UnattributedSource{Comm: "(exited)", Ns: total - sum})
+		live = append(live, profile.UnattributedSource{Comm: "(exited)", Ns: total - sum})
 	}
-	slices.SortFunc(live, func(a, b report.UnattributedSource) int { return cmp.Compare(b.Ns, a.Ns) })
+	slices.SortFunc(live, func(a, b profile.UnattributedSource) int { return cmp.Compare(b.Ns, a.Ns) })
 	live = live[:min(len(live), maxUnattributedSources)]
 	for i := range live {
 		if live[i].TID != 0 {

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // calibrationRounds and calibrationSyscalls size the measurement of the
@@ -148,8 +148,8 @@ func threadCPUNs() uint64 {
 
 // hostMeta says where and when a run was made, so saved runs can be
 // checked for comparability.
-func hostMeta(syscallEntryNs uint64) report.Meta {
-	meta := report.Meta{StartedAt: time.Now().UTC(), SyscallEntryNs: syscallEntryNs}
+func hostMeta(syscallEntryNs uint64) profile.Meta {
+	meta := profile.Meta{StartedAt: time.Now().UTC(), SyscallEntryNs: syscallEntryNs}
 	meta.Host, _ = os.Hostname()
 	var uts unix.Utsname
 	if unix.Uname(&uts) == nil {

@@ -1,6 +1,6 @@
 // Package collector loads reqprof's BPF programs, attaches them to the
 // target processes' scheduler, syscall and socket tracepoints, and decodes
-// what they measured into report types. It is the only package that knows
+// what they measured into profile types. It is the only package that knows
 // about BPF.
 package collector
 
@@ -16,7 +16,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // Target is one process to profile, or every process of a cgroup.
@@ -75,10 +75,10 @@ type process struct {
 
 // Run profiles the targets for one window and returns what it measured.
 // Errors are one line each, ready to show to a user.
-func Run(ctx context.Context, cfg Config) (report.Run, error) {
+func Run(ctx context.Context, cfg Config) (profile.Run, error) {
 	procs, err := openTargets(cfg.Targets)
 	if err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 	defer func() {
 		for _, p := range procs {
@@ -86,22 +86,22 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		}
 	}()
 	if err := Preflight(); err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 
 	objs, err := load(cfg.capture(), cfg.FollowChildren)
 	if err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 	defer objs.Close()
 
 	if err := refreshListenPorts(objs.ListenPorts, procs); err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 
 	reader, err := ringbuf.NewReader(objs.Requests)
 	if err != nil {
-		return report.Run{}, fmt.Errorf("opening the request ring buffer: %w", err)
+		return profile.Run{}, fmt.Errorf("opening the request ring buffer: %w", err)
 	}
 	defer reader.Close()
 
@@ -112,12 +112,12 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 		}
 	}()
 	if err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 
 	overhead := newOverheadMeter(objs, len(procs))
 	if err := enableAndCalibrate(objs, overhead); err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 
 	consumed := make(chan consumeResult, 1)
@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	defer overhead.dropStats() // on a return before the window closes
 	startNs, err := openWindow(objs, procs, cfg.FollowChildren)
 	if err != nil {
-		return report.Run{}, err
+		return profile.Run{}, err
 	}
 	if cfg.OnAttached != nil {
 		cfg.OnAttached(attachedLine(procs))
@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	// Close the window: stop counting, then read the process clocks at
 	// the same instant so both accountings cover the same time.
 	if err := objs.Enabled.Set(uint32(0)); err != nil {
-		return report.Run{}, fmt.Errorf("disabling the programs: %w", err)
+		return profile.Run{}, fmt.Errorf("disabling the programs: %w", err)
 	}
 	endNs := monotonicNs()
 	cost := overhead.close()
@@ -156,11 +156,11 @@ func Run(ctx context.Context, cfg Config) (report.Run, error) {
 	links = nil
 
 	if err := reader.Flush(); err != nil {
-		return report.Run{}, fmt.Errorf("draining the request ring buffer: %w", err)
+		return profile.Run{}, fmt.Errorf("draining the request ring buffer: %w", err)
 	}
 	res := <-consumed
 	if res.err != nil {
-		return report.Run{}, res.err
+		return profile.Run{}, res.err
 	}
 	run, err := buildRun(objs, procs, res, meta, startNs, endNs)
 	run.Overhead = cost

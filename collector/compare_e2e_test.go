@@ -23,7 +23,7 @@ func TestCompareTwoServersWithFloor(t *testing.T) {
 		servers = append(servers, s)
 		pids = append(pids, s.pid())
 	}
-	w := profile(t, pids, func() {
+	w := measure(t, pids, func() {
 		var wg sync.WaitGroup
 		for _, s := range servers {
 			wg.Add(1)

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // recordHeaderSize is struct request_record up to its payload: every record
@@ -25,7 +25,7 @@ type decodedRecord struct {
 	flags     uint32
 	localPort uint16
 	payload   []byte // aliases the sample: valid until the next read
-	request   report.Request
+	request   profile.Request
 	kernel    *reqprofCost // aliases the sample, for the per-cause breakdown
 }
 
@@ -66,13 +66,13 @@ func decodeRecord(b []byte) (decodedRecord, error) {
 }
 
 // requestOf is the domain view of a request record, its name aside.
-func requestOf(r *reqprofRequestRecord) report.Request {
+func requestOf(r *reqprofRequestRecord) profile.Request {
 	c := &r.Cost
 	var softirq uint64
 	for _, ns := range c.SoftirqNs {
 		softirq += ns
 	}
-	return report.Request{
+	return profile.Request{
 		TID:                 r.Tid,
 		Conn:                r.Conn,
 		Port:                r.LocalPort,
@@ -107,28 +107,31 @@ func cpuNs(c *reqprofCost) uint64 {
 // the window opened.
 const unknownSyscall = uint32(reqprofLimitsSYSCALL_UNKNOWN)
 
-// Cause names are built once: decoding a record must not allocate.
+// Causes are built once: decoding a record must not allocate.
 var (
-	syscallCauses = func() map[uint32]string {
-		causes := map[uint32]string{unknownSyscall: "syscall:(entered before attach)"}
+	syscallCauses = func() map[uint32]profile.Cause {
+		causes := map[uint32]profile.Cause{unknownSyscall: {Kind: profile.CauseSyscall, Name: "(entered before attach)"}}
 		for nr, name := range syscallNames {
-			causes[nr] = "syscall:" + name
+			causes[nr] = profile.Cause{Kind: profile.CauseSyscall, Name: name}
 		}
 		return causes
 	}()
-	softirqCauses = func() (causes [len(softirqNames)]string) {
+	softirqCauses = func() (causes [len(softirqNames)]profile.Cause) {
 		for vec, name := range softirqNames {
-			causes[vec] = "softirq:" + name
+			causes[vec] = profile.Cause{Kind: profile.CauseSoftirq, Name: name}
 		}
 		return causes
 	}()
+	// otherSyscallsCause is the syscalls a record had no slot for.
+	otherSyscallsCause = profile.Cause{Kind: profile.CauseSyscall, Name: "other"}
+	irqCause           = profile.Cause{Kind: profile.CauseIRQ}
 )
 
-func syscallCause(nr uint32) string {
+func syscallCause(nr uint32) profile.Cause {
 	if cause, ok := syscallCauses[nr]; ok {
 		return cause
 	}
-	return fmt.Sprintf("syscall:nr%d", nr)
+	return profile.Cause{Kind: profile.CauseSyscall, Name: fmt.Sprintf("nr%d", nr)}
 }
 
 // kernelTally sums requests' kernel time by cause, record by record, in
@@ -136,10 +139,10 @@ func syscallCause(nr uint32) string {
 // cause's name cost a string hash per cause of every record, a tenth of the
 // collector's CPU per request at 100,000 requests a second.
 type kernelTally struct {
-	syscalls   [maxTalliedSyscall + 1]report.KernelCost
-	unknown    report.KernelCost // entered before the window
-	other      report.KernelCost // past the record's slots
-	outOfRange map[uint32]report.KernelCost
+	syscalls   [maxTalliedSyscall + 1]profile.KernelCost
+	unknown    profile.KernelCost // entered before the window
+	other      profile.KernelCost // past the record's slots
+	outOfRange map[uint32]profile.KernelCost
 	softirqs   [len(softirqNames)]uint64
 	irqNs      uint64
 }
@@ -161,7 +164,7 @@ func (k *kernelTally) add(c *reqprofCost) {
 		default:
 			// A number no kernel gives: kept apart rather than dropped.
 			if k.outOfRange == nil {
-				k.outOfRange = map[uint32]report.KernelCost{}
+				k.outOfRange = map[uint32]profile.KernelCost{}
 			}
 			cost := k.outOfRange[nr]
 			addCost(&cost, slot.Ns, uint64(slot.Calls))
@@ -175,14 +178,14 @@ func (k *kernelTally) add(c *reqprofCost) {
 	k.irqNs += c.IrqNs
 }
 
-func addCost(into *report.KernelCost, ns, calls uint64) {
+func addCost(into *profile.KernelCost, ns, calls uint64) {
 	into.Ns += ns
 	into.Calls += calls
 }
 
 // breakdown names each cause with time or calls.
-func (k *kernelTally) breakdown() map[string]report.KernelCost {
-	into := map[string]report.KernelCost{}
+func (k *kernelTally) breakdown() map[profile.Cause]profile.KernelCost {
+	into := map[profile.Cause]profile.KernelCost{}
 	for nr, cost := range k.syscalls {
 		addCause(into, syscallCause(uint32(nr)), cost)
 	}
@@ -190,15 +193,15 @@ func (k *kernelTally) breakdown() map[string]report.KernelCost {
 	for nr, cost := range k.outOfRange {
 		addCause(into, syscallCause(nr), cost)
 	}
-	addCause(into, "syscall:other", k.other)
+	addCause(into, otherSyscallsCause, k.other)
 	for vec, ns := range k.softirqs {
-		addCause(into, softirqCauses[vec], report.KernelCost{Ns: ns})
+		addCause(into, softirqCauses[vec], profile.KernelCost{Ns: ns})
 	}
-	addCause(into, "irq", report.KernelCost{Ns: k.irqNs})
+	addCause(into, irqCause, profile.KernelCost{Ns: k.irqNs})
 	return into
 }
 
-func addCause(into map[string]report.KernelCost, cause string, cost report.KernelCost) {
+func addCause(into map[profile.Cause]profile.KernelCost, cause profile.Cause, cost profile.KernelCost) {
 	if cost.Ns == 0 && cost.Calls == 0 {
 		return
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 func recordBytes(t testing.TB, r reqprofRequestRecord) []byte {
@@ -61,8 +61,14 @@ func TestBreakdownNamesCauses(t *testing.T) {
 	var tally kernelTally
 	tally.add(&c)
 	tally.add(&c)
-	into := tally.breakdown()
-	want := map[string]report.KernelCost{
+	into := map[string]profile.KernelCost{}
+	for cause, k := range tally.breakdown() {
+		if profile.ParseCause(cause.String()) != cause {
+			t.Errorf("%#v reads back from its name %q as %#v", cause, cause, profile.ParseCause(cause.String()))
+		}
+		into[cause.String()] = k
+	}
+	want := map[string]profile.KernelCost{
 		"syscall:write":                   {Ns: 14_000, Calls: 4},
 		"syscall:epoll_wait":              {Ns: 6_000, Calls: 2},
 		"syscall:(entered before attach)": {Ns: 200, Calls: 2},

@@ -17,6 +17,7 @@ import (
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/internal/nginxconf"
+	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
 
@@ -42,7 +43,7 @@ func TestCPUPerRequestMatchesServer(t *testing.T) {
 func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, requests int) {
 	srv := startCalserver(t, "--model", model, "--burn", burn.String())
 	var load loadgen.Result
-	w := profile(t, []int{srv.pid()}, func() {
+	w := measure(t, []int{srv.pid()}, func() {
 		var err error
 		load, err = loadgen.Run(context.Background(), loadgen.Config{Addr: srv.addr, Conns: conns, Requests: requests})
 		if err != nil {
@@ -51,7 +52,7 @@ func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, r
 	})
 	truth := srv.stop(t)
 	target := targetOf(t, w.run, srv.pid())
-	summary := report.Summarize(report.Run{Duration: w.run.Duration, Targets: []report.Target{target}}).Targets[0]
+	summary := report.Summarize(profile.Run{Duration: w.run.Duration, Targets: []profile.Target{target}}).Targets[0]
 
 	if load.Requests != requests || int(truth.Requests) != requests {
 		t.Fatalf("load got %d responses, server served %d, want %d", load.Requests, truth.Requests, requests)
@@ -91,7 +92,7 @@ func TestNginxUnderWrk(t *testing.T) {
 	pid, port := startNginx(t, nginxBin, 0)
 
 	var wrkCount int
-	w := profile(t, []int{pid}, func() { wrkCount = runWrk(t, wrkBin, port) })
+	w := measure(t, []int{pid}, func() { wrkCount = runWrk(t, wrkBin, port) })
 	target := targetOf(t, w.run, pid)
 	got := target.Finished.Requests
 	t.Logf("nginx: wrk %d requests, reqprof %d (%.1f µs cpu/request), unfinished %d", wrkCount, got, meanFinishedCPUUs(target), target.UnfinishedRequests)
@@ -111,7 +112,7 @@ func TestPreforkNginxThroughMaster(t *testing.T) {
 	nginxBin, wrkBin := lookPathOrFail(t, "nginx"), lookPathOrFail(t, "wrk")
 	master, port := startNginx(t, nginxBin, 2)
 	var wrkCount int
-	w := profileWith(t, []int{master}, true, func() { wrkCount = runWrk(t, wrkBin, port) })
+	w := measureWith(t, []int{master}, true, func() { wrkCount = runWrk(t, wrkBin, port) })
 	target := targetOf(t, w.run, master)
 	tids := map[uint32]bool{}
 	for _, r := range target.Requests {
@@ -291,7 +292,7 @@ func TestCgroupTarget(t *testing.T) {
 	defer cancel()
 	attached := make(chan struct{})
 	done := make(chan struct{})
-	var run report.Run
+	var run profile.Run
 	var runErr error
 	go func() {
 		defer close(done)

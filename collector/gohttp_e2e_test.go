@@ -51,7 +51,7 @@ func checkGoNetHTTP(t *testing.T, bin, pause string) {
 	t.Cleanup(srv.Kill)
 
 	const requests = 1500
-	w := profile(t, []int{srv.PID()}, func() {
+	w := measure(t, []int{srv.PID()}, func() {
 		if _, err := loadgen.Run(context.Background(), loadgen.Config{
 			Addr: srv.Addr, Conns: 8, Requests: requests, Paths: []string{"/zero", "/a", "/b"},
 		}); err != nil {

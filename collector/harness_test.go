@@ -16,7 +16,7 @@ import (
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // calserverBin is built once for all tests by TestMain.
@@ -90,20 +90,20 @@ func (s *server) stop(t *testing.T) calserver.Stats {
 // window is what one profiling run measured, with the kernel's accounting
 // of each target read by the test itself at the edges of its load.
 type window struct {
-	run       report.Run
+	run       profile.Run
 	schedCPU  map[int]uint64 // pid → CPU ns over the load, per the test's own clock reads
 	attachMsg string
 }
 
-// profile attaches to pids, runs load inside the window, and closes the
+// measure attaches to pids, runs load inside the window, and closes the
 // window once load returns.
-func profile(t *testing.T, pids []int, load func()) window {
+func measure(t *testing.T, pids []int, load func()) window {
 	t.Helper()
-	return profileWith(t, pids, false, load)
+	return measureWith(t, pids, false, load)
 }
 
-// profileWith is profile, following the targets' children when asked.
-func profileWith(t *testing.T, pids []int, followChildren bool, load func()) window {
+// measureWith is measure, following the targets' children when asked.
+func measureWith(t *testing.T, pids []int, followChildren bool, load func()) window {
 	t.Helper()
 	requireBPF(t)
 	var targets []collector.Target
@@ -114,7 +114,7 @@ func profileWith(t *testing.T, pids []int, followChildren bool, load func()) win
 	defer cancel()
 	attached := make(chan string, 1)
 	type outcome struct {
-		run report.Run
+		run profile.Run
 		err error
 	}
 	done := make(chan outcome, 1)
@@ -166,7 +166,7 @@ func processClocks(t *testing.T, pids []int) map[int]uint64 {
 	return clocks
 }
 
-func targetOf(t *testing.T, run report.Run, pid int) report.Target {
+func targetOf(t *testing.T, run profile.Run, pid int) profile.Target {
 	t.Helper()
 	for _, target := range run.Targets {
 		if target.PID == pid {
@@ -174,19 +174,19 @@ func targetOf(t *testing.T, run report.Run, pid int) report.Target {
 		}
 	}
 	t.Fatalf("no target %d in the run", pid)
-	return report.Target{}
+	return profile.Target{}
 }
 
 // meanFinishedCPUUs is the mean CPU of every request target finished, from
 // its exact totals: its Requests are only a sample when many finish.
-func meanFinishedCPUUs(target report.Target) float64 {
+func meanFinishedCPUUs(target profile.Target) float64 {
 	if target.Finished.Requests == 0 {
 		return 0
 	}
 	return float64(target.Finished.CPUNs) / float64(target.Finished.Requests) / 1e3
 }
 
-func meanCPUUs(requests []report.Request) float64 {
+func meanCPUUs(requests []profile.Request) float64 {
 	if len(requests) == 0 {
 		return 0
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // overheadMeter measures what reqprof costs over a window: the run time of
@@ -167,9 +167,9 @@ func (m *overheadMeter) bpfTotals() (ns, runs uint64, ok bool) {
 
 // close ends the measurement and says what it found: the programs' run
 // time while the statistics were kept, and the requests finished meanwhile.
-func (m *overheadMeter) close() report.Overhead {
+func (m *overheadMeter) close() profile.Overhead {
 	m.dropStats()
-	var o report.Overhead
+	var o profile.Overhead
 	if cpuNs, maxRSSKB := selfUsage(); cpuNs >= m.cpuNs0 {
 		o.CollectorCPUNs = cpuNs - m.cpuNs0
 		o.CollectorMaxRSSKB = maxRSSKB

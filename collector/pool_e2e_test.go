@@ -17,7 +17,7 @@ func TestWorkerPool(t *testing.T) {
 		t.Run(fmt.Sprintf("%dworkers", workers), func(t *testing.T) {
 			const requests = 4000
 			srv := startCalserver(t, "--model", "pool", "--workers", fmt.Sprint(workers), "--burn", "200us")
-			w := profile(t, []int{srv.pid()}, func() {
+			w := measure(t, []int{srv.pid()}, func() {
 				// Fewer connections than workers: jobs wait for a woken worker.
 				if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.addr, Conns: 2, Requests: requests}); err != nil {
 					t.Fatalf("load: %v", err)

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/reqprof/reqprof/internal/loadgen"
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
-func byRoute(requests []report.Request) map[string][]report.Request {
-	routes := map[string][]report.Request{}
+func byRoute(requests []profile.Request) map[string][]profile.Request {
+	routes := map[string][]profile.Request{}
 	for _, r := range requests {
 		routes[r.Route] = append(routes[r.Route], r)
 	}
@@ -26,7 +26,7 @@ func checkRoutes(t *testing.T, cfg loadgen.Config, names map[string]string, args
 	srv := startCalserver(t, args...)
 	cfg.Addr = srv.addr
 	var load loadgen.Result
-	w := profile(t, []int{srv.pid()}, func() {
+	w := measure(t, []int{srv.pid()}, func() {
 		var err error
 		if load, err = loadgen.Run(context.Background(), cfg); err != nil {
 			t.Fatalf("load: %v", err)
@@ -54,7 +54,7 @@ func checkRoutes(t *testing.T, cfg loadgen.Config, names map[string]string, args
 	}
 }
 
-func keys(m map[string][]report.Request) []string {
+func keys(m map[string][]profile.Request) []string {
 	var k []string
 	for name := range m {
 		k = append(k, name)
@@ -99,7 +99,7 @@ func TestRedisCommands(t *testing.T) {
 
 	const perCommand = 20000
 	var out []byte
-	w := profile(t, []int{cmd.Process.Pid}, func() {
+	w := measure(t, []int{cmd.Process.Pid}, func() {
 		var err error
 		out, err = exec.Command(bench, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-t", "get,set",
 			"-n", strconv.Itoa(perCommand), "-c", "8", "-q").CombinedOutput()

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/reqprof/reqprof/collector/route"
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // maxSampledRequests bounds the requests kept of each target, to some
@@ -19,15 +19,15 @@ const maxSampledRequests = 100_000
 // maxRouteNames bounds the distinct route names the collector keeps.
 // Names come from what clients sent, so without a bound a client could
 // grow the collector's memory with each request; past it, requests are
-// named report.OtherRoutes, as the summary names the routes it folds.
+// named profile.OtherRoutes, as the summary names the routes it folds.
 const maxRouteNames = 10_000
 
 // finishedRequests is what the collector keeps of one target's finished
 // requests, in memory bounded however many finish: exact totals, overall
 // and per route, and a uniform sample of the requests themselves.
 type finishedRequests struct {
-	totals  report.Totals
-	byRoute map[report.RouteKey]report.Totals
+	totals  profile.Totals
+	byRoute map[profile.RouteKey]profile.Totals
 	sample  reservoir
 }
 
@@ -36,7 +36,7 @@ type finishedRequests struct {
 // give the same sample.
 func newFinishedRequests(limit int, seed uint64) *finishedRequests {
 	return &finishedRequests{
-		byRoute: map[report.RouteKey]report.Totals{},
+		byRoute: map[profile.RouteKey]profile.Totals{},
 		sample:  reservoir{limit: limit, rand: rand.New(rand.NewPCG(seed, sampleSeed))},
 	}
 }
@@ -47,9 +47,9 @@ const sampleSeed = 0x7265717072_6f66
 
 // add counts one finished request. Once the sample is full it allocates
 // nothing, save for a route never seen before.
-func (f *finishedRequests) add(r report.Request) {
+func (f *finishedRequests) add(r profile.Request) {
 	f.totals.Add(r)
-	key := report.RouteKey{Route: r.Route, Port: r.Port}
+	key := profile.RouteKey{Route: r.Route, Port: r.Port}
 	sum := f.byRoute[key]
 	sum.Add(r)
 	f.byRoute[key] = sum
@@ -63,7 +63,7 @@ func (f *finishedRequests) add(r report.Request) {
 // every request (Algorithm R), so that a request it does not keep costs a
 // comparison, and one it keeps a write into the sample.
 type reservoir struct {
-	kept  []report.Request
+	kept  []profile.Request
 	seen  int
 	limit int
 	rand  *rand.Rand
@@ -73,13 +73,13 @@ type reservoir struct {
 	w    float64
 }
 
-func (s *reservoir) add(r report.Request) {
+func (s *reservoir) add(r profile.Request) {
 	s.seen++
 	if len(s.kept) < s.limit {
 		if len(s.kept) == cap(s.kept) {
 			// Grown here rather than by append, which would overshoot
 			// the limit by up to a quarter.
-			grown := make([]report.Request, len(s.kept), min(s.limit, max(64, 2*cap(s.kept))))
+			grown := make([]profile.Request, len(s.kept), min(s.limit, max(64, 2*cap(s.kept))))
 			copy(grown, s.kept)
 			s.kept = grown
 		}
@@ -130,7 +130,7 @@ func (n *routeNames) name(payload []byte, port uint16) string {
 		return interned
 	}
 	if len(n.interned) >= n.limit {
-		return report.OtherRoutes
+		return profile.OtherRoutes
 	}
 	n.interned[name] = name
 	return name

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
 
@@ -13,8 +14,8 @@ import (
 
 // numbered is the i-th of a run of requests: its Conn tells it apart, and
 // its figures grow with i so that sums are known.
-func numbered(i int) report.Request {
-	return report.Request{
+func numbered(i int) profile.Request {
+	return profile.Request{
 		Conn:       uint64(i),
 		Route:      [...]string{"GET /a", "GET /b", "GET /c"}[i%3],
 		Port:       8080,
@@ -98,7 +99,7 @@ func TestReservoirIsUniform(t *testing.T) {
 
 // The same records in the same order give the same sample.
 func TestReservoirIsDeterministic(t *testing.T) {
-	sample := func(seed uint64) []report.Request {
+	sample := func(seed uint64) []profile.Request {
 		f := newFinishedRequests(50, seed)
 		for i := range 5_000 {
 			f.add(numbered(i))
@@ -162,7 +163,7 @@ func TestFinishedRequestsTotalsAreExact(t *testing.T) {
 		t.Errorf("totals %+v, want %d requests, %d user ns, %d kernel ns, %d faults, max user %d",
 			tot, added, userNs, kernelNs, faults, maxUser)
 	}
-	var merged report.Totals
+	var merged profile.Totals
 	for key, sum := range f.byRoute {
 		if sum.Requests != perRoute[key.Route] {
 			t.Errorf("route %q: %d requests, want %d", key.Route, sum.Requests, perRoute[key.Route])
@@ -173,13 +174,13 @@ func TestFinishedRequestsTotalsAreExact(t *testing.T) {
 		t.Errorf("routes' totals merge to %+v, want the target's %+v", merged, tot)
 	}
 
-	target := report.Target{PID: 1, Finished: f.totals, RouteTotals: f.byRoute, Requests: f.sample.kept}
-	s := report.Summarize(report.Run{Targets: []report.Target{target}}).Targets[0]
+	target := profile.Target{PID: 1, Finished: f.totals, RouteTotals: f.byRoute, Requests: f.sample.kept}
+	s := report.Summarize(profile.Run{Targets: []profile.Target{target}}).Targets[0]
 	wantMean := float64(int((float64(userNs+kernelNs)/added/100)+0.5)) / 10
 	if s.Requests != added || s.SampledRequests == nil || *s.SampledRequests != limit || s.CPUUs.Mean != wantMean {
 		t.Errorf("summary of %d requests, %v sampled, mean %v µs; want %d, %d, %v", s.Requests, s.SampledRequests, s.CPUUs.Mean, added, limit, wantMean)
 	}
-	sampleOnly := report.Summarize(report.Run{Targets: []report.Target{{PID: 1, Requests: f.sample.kept}}}).Targets[0]
+	sampleOnly := report.Summarize(profile.Run{Targets: []profile.Target{{PID: 1, Requests: f.sample.kept}}}).Targets[0]
 	if s.CPUUs.P50 != sampleOnly.CPUUs.P50 || s.CPUUs.P99 != sampleOnly.CPUUs.P99 {
 		t.Errorf("percentiles %+v, want the sample's %+v", s.CPUUs, sampleOnly.CPUUs)
 	}
@@ -213,8 +214,8 @@ func TestRouteNamesBounded(t *testing.T) {
 		}
 	}
 	for i := 3; i < 1_000; i++ {
-		if got := names.name(request(i), 80); got != report.OtherRoutes {
-			t.Fatalf("the %d-th name is %q, want %q", i+1, got, report.OtherRoutes)
+		if got := names.name(request(i), 80); got != profile.OtherRoutes {
+			t.Fatalf("the %d-th name is %q, want %q", i+1, got, profile.OtherRoutes)
 		}
 	}
 	if got, want := names.name(request(1), 80), "GET "+path(1); got != want {
@@ -257,10 +258,10 @@ func TestConsumeResultAdd(t *testing.T) {
 	if got.totals.Requests != 3 || got.totals.UserNs != 6_000 || len(got.sample.kept) != 3 {
 		t.Errorf("target 1: totals %+v and %d sampled, want 3 requests of 2 µs user each, all sampled", got.totals, len(got.sample.kept))
 	}
-	if sum := got.byRoute[report.RouteKey{Route: "GET /a", Port: 8080}]; sum.Requests != 3 {
+	if sum := got.byRoute[profile.RouteKey{Route: "GET /a", Port: 8080}]; sum.Requests != 3 {
 		t.Errorf("routes %v, want 3 requests of GET /a on 8080", got.byRoute)
 	}
-	if w := res.kernel[1].breakdown()["syscall:write"]; w != (report.KernelCost{Ns: 1_500, Calls: 3}) {
+	if w := res.kernel[1].breakdown()[profile.Cause{Kind: profile.CauseSyscall, Name: "write"}]; w != (profile.KernelCost{Ns: 1_500, Calls: 3}) {
 		t.Errorf("write %+v, want 1,500 ns in 3 calls", w)
 	}
 }

@@ -350,105 +350,162 @@ const topKernelCosts = 3
 // the cells of a table with a column per target, for the terminal and the
 // page alike. It fails if c is not about targets.
 func comparisonCells(targets []TargetSummary, c *Comparison) (header []string, rows [][]string, err error) {
-	if c != nil {
-		if len(c.Targets) != len(targets) {
-			return nil, nil, fmt.Errorf("report: comparison of %d targets for a summary of %d", len(c.Targets), len(targets))
-		}
-		if c.FloorIndex != nil && (*c.FloorIndex < 0 || *c.FloorIndex >= len(targets)) {
-			return nil, nil, fmt.Errorf("report: comparison floor %d is not one of %d targets", *c.FloorIndex, len(targets))
-		}
+	if err := checkComparisonOf(targets, c); err != nil {
+		return nil, nil, err
 	}
 	header = []string{"per request"}
 	for _, t := range targets {
 		header = append(header, columnName(t))
 	}
-	row := func(name string, cell func(i int, t TargetSummary) string) {
-		r := []string{name}
-		for i, t := range targets {
-			r = append(r, cell(i, t))
-		}
-		rows = append(rows, r)
+	r := &comparisonRows{targets: targets}
+	r.addCPU()
+	r.addKernelTop()
+	r.addLatency()
+	if c != nil {
+		r.addAgainst(c)
 	}
-	// A finished-nothing target has no CPU per request: 0.0 would mislead.
-	us := func(get func(TargetSummary) float64) func(int, TargetSummary) string {
-		return func(_ int, t TargetSummary) string {
-			if t.Requests == 0 {
-				return "n/a"
-			}
-			return tenths(get(t))
-		}
-	}
+	return header, r.rows, nil
+}
 
+// checkComparisonOf fails if c, when not nil, is not about targets: one
+// comparison per target, and a floor among them.
+func checkComparisonOf(targets []TargetSummary, c *Comparison) error {
+	if c == nil {
+		return nil
+	}
+	if len(c.Targets) != len(targets) {
+		return fmt.Errorf("report: comparison of %d targets for a summary of %d", len(c.Targets), len(targets))
+	}
+	if c.FloorIndex != nil && (*c.FloorIndex < 0 || *c.FloorIndex >= len(targets)) {
+		return fmt.Errorf("report: comparison floor %d is not one of %d targets", *c.FloorIndex, len(targets))
+	}
+	return nil
+}
+
+// comparisonRows are the rows of a comparison table, each a figure's name
+// and then its cell for each target.
+type comparisonRows struct {
+	targets []TargetSummary
+	rows    [][]string
+}
+
+// cellFunc is a row's cell for targets[i], which is t.
+type cellFunc func(i int, t TargetSummary) string
+
+// add appends the row of name, a cell per target.
+func (r *comparisonRows) add(name string, cell cellFunc) {
+	row := []string{name}
+	for i, t := range r.targets {
+		row = append(row, cell(i, t))
+	}
+	r.rows = append(r.rows, row)
+}
+
+// some says whether has holds for any of the targets.
+func (r *comparisonRows) some(has func(TargetSummary) bool) bool {
+	return slices.ContainsFunc(r.targets, has)
+}
+
+// addCPU appends who each target is, how many requests it finished, and
+// its CPU per request.
+func (r *comparisonRows) addCPU() {
 	// Headed by labels, the columns need their processes said.
-	if slices.ContainsFunc(targets, func(t TargetSummary) bool { return t.Label != "" }) {
-		row("process", func(_ int, t TargetSummary) string { return fmt.Sprintf("pid %d (%s)", t.PID, t.Comm) })
+	if r.some(func(t TargetSummary) bool { return t.Label != "" }) {
+		r.add("process", func(_ int, t TargetSummary) string { return fmt.Sprintf("pid %d (%s)", t.PID, t.Comm) })
 	}
-	row("requests", func(_ int, t TargetSummary) string { return groupDigits(strconv.Itoa(t.Requests)) })
-	row("req/s", func(_ int, t TargetSummary) string { return tenths(t.RequestsPerS) })
-	row("cpu µs mean", us(func(t TargetSummary) float64 { return t.CPUUs.Mean }))
-	// Nor has a target whose sample holds no request percentiles to show.
-	percentileUs := func(get func(TargetSummary) float64) func(int, TargetSummary) string {
-		return func(i int, t TargetSummary) string {
-			if !percentilesKnown(t.SampledRequests) {
+	r.add("requests", func(_ int, t TargetSummary) string { return groupDigits(strconv.Itoa(t.Requests)) })
+	r.add("req/s", func(_ int, t TargetSummary) string { return tenths(t.RequestsPerS) })
+	r.add("cpu µs mean", usCell(func(t TargetSummary) float64 { return t.CPUUs.Mean }))
+	r.add("cpu µs p50", percentileUsCell(func(t TargetSummary) float64 { return t.CPUUs.P50 }))
+	r.add("cpu µs p99", percentileUsCell(func(t TargetSummary) float64 { return t.CPUUs.P99 }))
+	r.add("user µs mean", usCell(func(t TargetSummary) float64 { return t.UserUs.Mean }))
+	r.add("kernel µs mean", usCell(func(t TargetSummary) float64 { return t.KernelUs.Mean }))
+}
+
+// usCell shows get's µs per request. A finished-nothing target has no CPU
+// per request: 0.0 would mislead.
+func usCell(get func(TargetSummary) float64) cellFunc {
+	return func(_ int, t TargetSummary) string {
+		if t.Requests == 0 {
+			return "n/a"
+		}
+		return tenths(get(t))
+	}
+}
+
+// percentileUsCell is usCell for a percentile, which a target whose sample
+// holds no request has not either.
+func percentileUsCell(get func(TargetSummary) float64) cellFunc {
+	return func(i int, t TargetSummary) string {
+		if !percentilesKnown(t.SampledRequests) {
+			return "n/a"
+		}
+		return usCell(get)(i, t)
+	}
+}
+
+// addKernelTop appends each target's largest kernel costs. Older
+// summaries have none: the rows appear only when some target has them.
+func (r *comparisonRows) addKernelTop() {
+	if !r.some(func(t TargetSummary) bool { return t.KernelBreakdownUs != nil }) {
+		return
+	}
+	for rank := range topKernelCosts {
+		r.add(fmt.Sprintf("kernel top %d", rank+1), func(_ int, t TargetSummary) string {
+			if t.KernelBreakdownUs == nil {
 				return "n/a"
 			}
-			return us(get)(i, t)
-		}
-	}
-	row("cpu µs p50", percentileUs(func(t TargetSummary) float64 { return t.CPUUs.P50 }))
-	row("cpu µs p99", percentileUs(func(t TargetSummary) float64 { return t.CPUUs.P99 }))
-	row("user µs mean", us(func(t TargetSummary) float64 { return t.UserUs.Mean }))
-	row("kernel µs mean", us(func(t TargetSummary) float64 { return t.KernelUs.Mean }))
-	// Older summaries have neither latency nor kernel costs: their rows
-	// appear only when some target has them.
-	if slices.ContainsFunc(targets, func(t TargetSummary) bool { return t.KernelBreakdownUs != nil }) {
-		for rank := range topKernelCosts {
-			row(fmt.Sprintf("kernel top %d", rank+1), func(_ int, t TargetSummary) string {
-				if t.KernelBreakdownUs == nil {
-					return "n/a"
-				}
-				return topKernelCost(t, rank)
-			})
-		}
-	}
-	if slices.ContainsFunc(targets, func(t TargetSummary) bool { return t.LatencyUs != nil }) {
-		latency := func(get func(Dist) float64) func(int, TargetSummary) string {
-			return func(_ int, t TargetSummary) string {
-				if t.LatencyUs == nil {
-					return "n/a"
-				}
-				return tenths(get(*t.LatencyUs))
-			}
-		}
-		row("latency µs mean", latency(func(d Dist) float64 { return d.Mean }))
-		row("latency µs p99", func(i int, t TargetSummary) string {
-			if !percentilesKnown(t.SampledRequests) {
-				return "n/a"
-			}
-			return latency(func(d Dist) float64 { return d.P99 })(i, t)
+			return topKernelCost(t, rank)
 		})
 	}
-	if c == nil {
-		return header, rows, nil
+}
+
+// addLatency appends each target's latency. Older summaries have none:
+// the rows appear only when some target has it.
+func (r *comparisonRows) addLatency() {
+	if !r.some(func(t TargetSummary) bool { return t.LatencyUs != nil }) {
+		return
 	}
-	row("cpu vs baseline", func(i int, _ TargetSummary) string {
+	r.add("latency µs mean", latencyCell(func(d Dist) float64 { return d.Mean }))
+	r.add("latency µs p99", func(i int, t TargetSummary) string {
+		if !percentilesKnown(t.SampledRequests) {
+			return "n/a"
+		}
+		return latencyCell(func(d Dist) float64 { return d.P99 })(i, t)
+	})
+}
+
+// latencyCell shows get of a target's latency, in µs.
+func latencyCell(get func(Dist) float64) cellFunc {
+	return func(_ int, t TargetSummary) string {
+		if t.LatencyUs == nil {
+			return "n/a"
+		}
+		return tenths(get(*t.LatencyUs))
+	}
+}
+
+// addAgainst appends each target set against the baseline, and against
+// the floor when c has one.
+func (r *comparisonRows) addAgainst(c *Comparison) {
+	r.add("cpu vs baseline", func(i int, _ TargetSummary) string {
 		if i == 0 {
 			return "baseline"
 		}
 		return vsBaseline(c.Targets[i])
 	})
-	if c.FloorIndex != nil {
-		row("cpu above floor", func(i int, _ TargetSummary) string {
-			if i == *c.FloorIndex {
-				return "floor"
-			}
-			if d := c.Targets[i].AboveFloorUs; d != nil {
-				return signedMicros(*d)
-			}
-			return "n/a"
-		})
+	if c.FloorIndex == nil {
+		return
 	}
-	return header, rows, nil
+	r.add("cpu above floor", func(i int, _ TargetSummary) string {
+		if i == *c.FloorIndex {
+			return "floor"
+		}
+		if d := c.Targets[i].AboveFloorUs; d != nil {
+			return signedMicros(*d)
+		}
+		return "n/a"
+	})
 }
 
 // vsBaseline phrases a target against the baseline: "32.1x, or 2,357.0 µs

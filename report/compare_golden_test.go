@@ -5,16 +5,18 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // steadyRequests are n requests of about userNs + kernelNs of CPU: request i
 // adds i mod 10 tenths of jitterNs to each, so means and percentiles can be
 // worked out by hand. Each takes three times its CPU in wall time.
-func steadyRequests(n int, userNs, kernelNs, jitterNs uint64) []Request {
-	reqs := make([]Request, n)
+func steadyRequests(n int, userNs, kernelNs, jitterNs uint64) []profile.Request {
+	reqs := make([]profile.Request, n)
 	for i := range reqs {
 		extra := uint64(i%10) * jitterNs / 10
-		r := Request{Route: "POST /mcp tools/call add", Port: 8080,
+		r := profile.Request{Route: "POST /mcp tools/call add", Port: 8080,
 			UserNs: userNs + extra, KernelNs: kernelNs + extra/4, BytesIn: 120, BytesOut: 480}
 		r.Start = time.Duration(i) * time.Millisecond
 		r.End = r.Start + time.Duration(3*r.CPUNs())
@@ -36,19 +38,19 @@ var sdkShares = []causeShare{
 }
 
 // withBreakdown is t with its requests' kernel time split by shares.
-func withBreakdown(t Target, shares []causeShare) Target {
+func withBreakdown(t profile.Target, shares []causeShare) profile.Target {
 	var kernelNs uint64
 	for _, r := range t.Requests {
 		kernelNs += r.KernelNs
 	}
-	t.KernelBreakdown = map[string]KernelCost{}
+	t.KernelBreakdown = map[profile.Cause]profile.KernelCost{}
 	for _, s := range shares {
-		t.KernelBreakdown[s.cause] = KernelCost{Ns: kernelNs * s.percent / 100, Calls: s.callsPerRequest * uint64(len(t.Requests))}
+		t.KernelBreakdown[profile.ParseCause(s.cause)] = profile.KernelCost{Ns: kernelNs * s.percent / 100, Calls: s.callsPerRequest * uint64(len(t.Requests))}
 	}
 	return t
 }
 
-var benchMeta = Meta{
+var benchMeta = profile.Meta{
 	Host:           "bench-1",
 	Kernel:         "6.1.0-18-amd64",
 	ReqprofVersion: "v0.3.0",
@@ -57,29 +59,29 @@ var benchMeta = Meta{
 
 // sdkTargets are three servers doing the same work: two SDKs, and a bare
 // HTTP server to be the floor.
-func sdkTargets() []Target {
-	return []Target{
-		withBreakdown(Target{PID: 2101, Comm: "server", Label: "rust-sdk", Threads: 4, Requests: steadyRequests(1250, 50_000, 25_000, 10_000)}, sdkShares),
-		withBreakdown(Target{PID: 2102, Comm: "python3", Label: "python-sdk", Threads: 8, Requests: steadyRequests(1200, 2_000_000, 400_000, 100_000)}, sdkShares),
+func sdkTargets() []profile.Target {
+	return []profile.Target{
+		withBreakdown(profile.Target{PID: 2101, Comm: "server", Label: "rust-sdk", Threads: 4, Requests: steadyRequests(1250, 50_000, 25_000, 10_000)}, sdkShares),
+		withBreakdown(profile.Target{PID: 2102, Comm: "python3", Label: "python-sdk", Threads: 8, Requests: steadyRequests(1200, 2_000_000, 400_000, 100_000)}, sdkShares),
 		// The bare server makes one write: it needs no read to answer.
-		withBreakdown(Target{PID: 2103, Comm: "bare-http", Label: "bare", Threads: 2, Requests: steadyRequests(1300, 8_000, 12_000, 2_000)},
+		withBreakdown(profile.Target{PID: 2103, Comm: "bare-http", Label: "bare", Threads: 2, Requests: steadyRequests(1300, 8_000, 12_000, 2_000)},
 			[]causeShare{{"syscall:write", 70, 1}, {"softirq:NET_RX", 30, 0}}),
 	}
 }
 
 type comparisonCase struct {
 	name string
-	run  Run
+	run  profile.Run
 	opts CompareOptions
 }
 
 func comparisonCases() []comparisonCase {
 	return []comparisonCase{
-		{"sdks_with_floor", Run{Meta: benchMeta, Duration: 10 * time.Second, Targets: sdkTargets()},
+		{"sdks_with_floor", profile.Run{Meta: benchMeta, Duration: 10 * time.Second, Targets: sdkTargets()},
 			CompareOptions{WithFloor: true, Floor: 2}},
 		{"two_targets_partial", twoTargetsPartialRun(), CompareOptions{}},
 		// No labels; one target idle, the others loaded 20x apart.
-		{"uneven_load", Run{Duration: 5 * time.Second, Targets: []Target{
+		{"uneven_load", profile.Run{Duration: 5 * time.Second, Targets: []profile.Target{
 			{PID: 31, Comm: "light", Requests: steadyRequests(10, 30_000, 10_000, 1_000)},
 			{PID: 32, Comm: "idle"},
 			{PID: 33, Comm: "heavy", Requests: steadyRequests(200, 10_000, 10_000, 0)},
@@ -131,7 +133,7 @@ func repeatSources() []Source {
 			targets[j].Requests = steadyRequests(1000+100*i, userNs*driftPercent/100, 25_000, 10_000)
 			targets[j] = withBreakdown(targets[j], sdkShares)
 		}
-		run := Run{Meta: meta, Duration: 10 * time.Second, Targets: targets}
+		run := profile.Run{Meta: meta, Duration: 10 * time.Second, Targets: targets}
 		sources = append(sources, Source{Name: name, Summary: Summarize(run)})
 	}
 	return sources

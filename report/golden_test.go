@@ -9,13 +9,15 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 type goldenCase struct {
 	name      string
-	run       Run
+	run       profile.Run
 	summarize SummarizeOptions
 	table     TableOptions
 }
@@ -23,8 +25,8 @@ type goldenCase struct {
 // requestsOneTo200 are 200 requests whose CPU is 1 µs, 2 µs, ... 200 µs,
 // split 65% user and 35% kernel, and whose other figures grow with i too,
 // so every figure can be checked by hand.
-func requestsOneTo200() []Request {
-	var reqs []Request
+func requestsOneTo200() []profile.Request {
+	var reqs []profile.Request
 	for i := uint64(1); i <= 200; i++ {
 		start := time.Duration(i) * 50 * time.Millisecond
 		// 120 of one route, 60 of another, 20 health checks on a port of
@@ -36,7 +38,7 @@ func requestsOneTo200() []Request {
 		case i%10 >= 6:
 			route = "POST /users"
 		}
-		reqs = append(reqs, Request{
+		reqs = append(reqs, profile.Request{
 			TID:        4243,
 			Conn:       0xffff888100000000 + i%4,
 			Route:      route,
@@ -66,7 +68,7 @@ func requestsOneTo200() []Request {
 // breakdownOneTo200 is the kernel time of requestsOneTo200 by cause: their
 // 300·i ns of syscalls, 40·i of softirqs and 10·i of irqs, summed over i,
 // in 16 causes whose long tail folds.
-var breakdownOneTo200 = map[string]KernelCost{
+var breakdownOneTo200 = byCause(map[string]profile.KernelCost{
 	"syscall:write":                   {Ns: 2_600_000, Calls: 400},
 	"syscall:read":                    {Ns: 1_500_000, Calls: 400},
 	"syscall:epoll_wait":              {Ns: 900_000, Calls: 200},
@@ -83,15 +85,24 @@ var breakdownOneTo200 = map[string]KernelCost{
 	"softirq:RCU":                     {Ns: 40_000},
 	"softirq:SCHED":                   {Ns: 14_000},
 	"irq":                             {Ns: 201_000},
+})
+
+// byCause keys kernel costs, given by their causes' names, by the causes.
+func byCause(byName map[string]profile.KernelCost) map[profile.Cause]profile.KernelCost {
+	causes := make(map[profile.Cause]profile.KernelCost, len(byName))
+	for name, cost := range byName {
+		causes[profile.ParseCause(name)] = cost
+	}
+	return causes
 }
 
-func oneTargetRun() Run {
-	return Run{
-		Meta:     Meta{SyscallEntryNs: 85},
+func oneTargetRun() profile.Run {
+	return profile.Run{
+		Meta:     profile.Meta{SyscallEntryNs: 85},
 		Duration: 10 * time.Second,
 		// 200 requests: 310 ns of BPF each.
-		Overhead: Overhead{Measured: true, BPFNs: 62_000, BPFRuns: 1_550, BPFSampled: 200 * time.Millisecond, BPFSampledRequests: 180, BPFWindow: time.Second, CollectorCPUNs: 3_500_000, CollectorMaxRSSKB: 28_672},
-		Targets: []Target{{
+		Overhead: profile.Overhead{Measured: true, BPFNs: 62_000, BPFRuns: 1_550, BPFSampled: 200 * time.Millisecond, BPFSampledRequests: 180, BPFWindow: time.Second, CollectorCPUNs: 3_500_000, CollectorMaxRSSKB: 28_672},
+		Targets: []profile.Target{{
 			PID: 4242, Comm: "uvicorn", Threads: 4,
 			Requests:           requestsOneTo200(),
 			KernelBreakdown:    breakdownOneTo200,
@@ -104,22 +115,22 @@ func oneTargetRun() Run {
 	}
 }
 
-func twoTargetsPartialRun() Run {
-	return Run{
+func twoTargetsPartialRun() profile.Run {
+	return profile.Run{
 		Duration: 2500 * time.Millisecond,
 		// Out of PID order: the summary keeps the given order.
-		Targets: []Target{
+		Targets: []profile.Target{
 			{
 				PID: 111, Comm: "server", Label: "rust-sdk", Threads: 2,
-				Requests: []Request{
+				Requests: []profile.Request{
 					{Route: "POST /mcp tools/call add", End: 400 * time.Microsecond, UserNs: 120_000, KernelNs: 30_000, BytesIn: 300, BytesOut: 1_500},
 					{Route: "POST /mcp tools/call add", End: 300 * time.Microsecond, UserNs: 80_000, KernelNs: 20_000, BytesIn: 300, BytesOut: 1_500},
 					{Route: "POST /mcp tools/list", End: 900 * time.Microsecond, UserNs: 300_000, KernelNs: 100_000, BytesIn: 310, BytesOut: 1_520},
 					{Route: "POST /mcp tools/call add", End: 350 * time.Microsecond, UserNs: 95_000, KernelNs: 5_000, BytesIn: 290, BytesOut: 1_480},
 				},
-				KernelBreakdown: map[string]KernelCost{
+				KernelBreakdown: byCause(map[string]profile.KernelCost{
 					"syscall:write": {Ns: 100_000, Calls: 8}, "syscall:read": {Ns: 40_000, Calls: 4}, "softirq:NET_RX": {Ns: 15_000},
-				},
+				}),
 				UnattributedNs: 3_250_000,
 				SchedCPUNs:     5_000_000, // reqprof saw 80%
 				LostEvents:     17,
@@ -128,7 +139,7 @@ func twoTargetsPartialRun() Run {
 				PID: 99, Comm: "calserver", Label: "go-sdk", Threads: 9,
 				// A client chose this route's name: it must not reach
 				// the terminal as an escape sequence.
-				Requests: []Request{
+				Requests: []profile.Request{
 					{Route: "POST /mcp\x1b[2J", End: 200 * time.Microsecond, UserNs: 40_000, KernelNs: 60_000, BytesIn: 64, BytesOut: 2_048},
 					{Route: "POST /mcp\x1b[2J", End: 210 * time.Microsecond, UserNs: 45_500, KernelNs: 61_000, BytesIn: 64, BytesOut: 2_048},
 					{Route: "POST /mcp\x1b[2J", End: 190 * time.Microsecond, UserNs: 39_000, KernelNs: 58_000, BytesIn: 64, BytesOut: 2_048},
@@ -147,10 +158,10 @@ func twoTargetsPartialRun() Run {
 // histogram from the 142. Request i costs i µs of CPU, 70% of it user
 // time. Three requests of a rare route are none of the sample, so its
 // percentiles are unknown.
-func sampledRun() Run {
-	var finished Totals
-	byRoute := map[RouteKey]Totals{}
-	var sample []Request
+func sampledRun() profile.Run {
+	var finished profile.Totals
+	byRoute := map[profile.RouteKey]profile.Totals{}
+	var sample []profile.Request
 	for i := uint64(1); i <= 1000; i++ {
 		route := "GET /items/{id}"
 		switch {
@@ -160,7 +171,7 @@ func sampledRun() Run {
 			route = "POST /items"
 		}
 		start := time.Duration(i) * 10 * time.Millisecond
-		r := Request{
+		r := profile.Request{
 			Route: route, Port: 8080,
 			Start: start, FirstWrite: start + time.Duration(i)*time.Microsecond, End: start + time.Duration(2*i)*time.Microsecond,
 			UserNs: 700 * i, KernelNs: 300 * i, SyscallNs: 300 * i,
@@ -169,7 +180,7 @@ func sampledRun() Run {
 			BytesIn: 100, BytesOut: 200 + i%3,
 		}
 		finished.Add(r)
-		key := RouteKey{Route: r.Route, Port: r.Port}
+		key := profile.RouteKey{Route: r.Route, Port: r.Port}
 		sum := byRoute[key]
 		sum.Add(r)
 		byRoute[key] = sum
@@ -177,14 +188,14 @@ func sampledRun() Run {
 			sample = append(sample, r)
 		}
 	}
-	return Run{
+	return profile.Run{
 		Duration: 10 * time.Second,
-		Targets: []Target{{
+		Targets: []profile.Target{{
 			PID: 515, Comm: "server", Threads: 2,
 			Finished:        finished,
 			RouteTotals:     byRoute,
 			Requests:        sample,
-			KernelBreakdown: map[string]KernelCost{"syscall:write": {Ns: 300 * 500_500, Calls: 1000}},
+			KernelBreakdown: byCause(map[string]profile.KernelCost{"syscall:write": {Ns: 300 * 500_500, Calls: 1000}}),
 			RunqueueNs:      60_000_000,
 			OffCPUNs:        300_000_000,
 			UnattributedNs:  25_000_000,
@@ -201,9 +212,9 @@ func goldenCases() []goldenCase {
 		{name: "one_target_no_routes", run: oneTargetRun(), summarize: SummarizeOptions{GroupBy: GroupByNone}},
 		{name: "two_targets_partial", run: twoTargetsPartialRun()},
 		{name: "sampled", run: sampledRun()},
-		{name: "zero_requests", run: Run{
+		{name: "zero_requests", run: profile.Run{
 			Duration: 5 * time.Second,
-			Targets: []Target{{
+			Targets: []profile.Target{{
 				PID: 7, Comm: "idle", Threads: 1,
 				UnattributedNs: 2_000_000,
 				RunqueueNs:     1_000, OffCPUNs: 4_999_000_000,

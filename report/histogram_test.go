@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 func TestHistogramByHand(t *testing.T) {
@@ -71,7 +73,7 @@ func TestHistogramShape(t *testing.T) {
 	}
 }
 
-func cpuOf(reqs []Request) []uint64 {
+func cpuOf(reqs []profile.Request) []uint64 {
 	cpu := make([]uint64, len(reqs))
 	for i, r := range reqs {
 		cpu[i] = r.CPUNs()

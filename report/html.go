@@ -8,7 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // WriteHTML writes s as a page that needs nothing but itself, to be opened
@@ -60,12 +61,12 @@ func cpuParts(t TargetSummary) []cpuPart {
 		// In order of cause, so that the sums come out the same every time.
 		for _, cause := range slices.Sorted(maps.Keys(t.KernelBreakdownUs)) {
 			kind := &kinds[3]
-			switch prefix, _, _ := strings.Cut(cause, ":"); prefix {
-			case "syscall":
+			switch profile.ParseCause(cause).Kind {
+			case profile.CauseSyscall:
 				kind = &kinds[0]
-			case "softirq":
+			case profile.CauseSoftirq:
 				kind = &kinds[1]
-			case "irq":
+			case profile.CauseIRQ:
 				kind = &kinds[2]
 			}
 			kind.Us += t.KernelBreakdownUs[cause]

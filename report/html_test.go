@@ -2,10 +2,13 @@ package report
 
 import (
 	"bytes"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // sdkSummary is the sdks_with_floor case, compared with its floor, as
@@ -56,10 +59,10 @@ func TestHTMLNeedsNothingElse(t *testing.T) {
 // Comm, labels, warnings and hosts come from the profiled processes or from
 // a file: none of it may become markup.
 func TestHTMLEscapesText(t *testing.T) {
-	s := Summarize(Run{
-		Meta:     Meta{Host: `<img src=x onerror=alert(1)>`},
+	s := Summarize(profile.Run{
+		Meta:     profile.Meta{Host: `<img src=x onerror=alert(1)>`},
 		Duration: time.Second,
-		Targets: []Target{
+		Targets: []profile.Target{
 			{PID: 1, Comm: `"><script>alert(1)</script>`, Label: "<b>sdk</b>", Requests: routed(steadyRequests(3, 1000, 1000, 0), "GET /<i>x</i>")},
 			{PID: 2, Comm: "</title><svg onload=alert(1)>", Requests: steadyRequests(3, 1000, 1000, 0), Exited: true},
 		},
@@ -78,7 +81,7 @@ func TestHTMLEscapesText(t *testing.T) {
 }
 
 // routed is reqs, every one asking for route.
-func routed(reqs []Request, route string) []Request {
+func routed(reqs []profile.Request, route string) []profile.Request {
 	for i := range reqs {
 		reqs[i].Route = route
 	}
@@ -129,3 +132,18 @@ var (
 	binPattern  = regexp.MustCompile(`<rect class="bin" x="[0-9.]+" y="[0-9.]+" width="[0-9.]+" height="([0-9.]+)" fill="#[0-9a-f]{6}" data-count="([0-9]+)">`)
 	partPattern = regexp.MustCompile(`<rect class="part" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="[0-9.]+" fill="#[0-9a-f]{6}">`)
 )
+
+// A bar's kernel parts group the causes of a summary, read back from their
+// names, by kind; a cause of no kind reqprof knows is other kernel time.
+func TestCPUPartsByKind(t *testing.T) {
+	got := cpuParts(TargetSummary{
+		UserUs: Dist{Mean: 10},
+		KernelBreakdownUs: map[string]float64{
+			"syscall:write": 3, "syscall:read": 1, "softirq:NET_RX": 2, "softirq:TIMER": 0, "irq": 0.5, "hrtimer": 0.25,
+		},
+	})
+	want := []cpuPart{{"user", 10}, {"syscalls", 4}, {"softirq", 2}, {"irq", 0.5}, {"other kernel", 0.25}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parts %v, want %v", got, want)
+	}
+}

@@ -7,13 +7,16 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // breakdownPerRequest turns a target's kernel time by cause, summed over
 // its n > 0 finished requests, into means per request: the µs of every
 // cause, and the calls of every cause that counts them. Each is nil when
-// it would be empty, as an empty map is absent from the JSON.
-func breakdownPerRequest(sums map[string]KernelCost, n int) (us, calls map[string]float64) {
+// it would be empty, as an empty map is absent from the JSON, whose keys
+// are the causes' names.
+func breakdownPerRequest(sums map[profile.Cause]profile.KernelCost, n int) (us, calls map[string]float64) {
 	for cause, c := range sums {
 		if c.Ns == 0 && c.Calls == 0 {
 			continue
@@ -21,13 +24,13 @@ func breakdownPerRequest(sums map[string]KernelCost, n int) (us, calls map[strin
 		if us == nil {
 			us = map[string]float64{}
 		}
-		us[cause] = roundTenth(float64(c.Ns) / float64(n) / 1000)
+		us[cause.String()] = roundTenth(float64(c.Ns) / float64(n) / 1000)
 		if c.Calls > 0 {
 			if calls == nil {
 				calls = map[string]float64{}
 			}
 			// A syscall made once in a hundred requests still shows.
-			calls[cause] = roundHundredth(float64(c.Calls) / float64(n))
+			calls[cause.String()] = roundHundredth(float64(c.Calls) / float64(n))
 		}
 	}
 	return us, calls

@@ -4,14 +4,16 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 func TestBreakdownPerRequest(t *testing.T) {
-	us, calls := breakdownPerRequest(map[string]KernelCost{
-		"syscall:write":  {Ns: 30_000, Calls: 4},
-		"syscall:mmap":   {Ns: 100, Calls: 1},
-		"softirq:NET_RX": {Ns: 5_000},
-		"softirq:TIMER":  {},
+	us, calls := breakdownPerRequest(map[profile.Cause]profile.KernelCost{
+		{Kind: profile.CauseSyscall, Name: "write"}:  {Ns: 30_000, Calls: 4},
+		{Kind: profile.CauseSyscall, Name: "mmap"}:   {Ns: 100, Calls: 1},
+		{Kind: profile.CauseSoftirq, Name: "NET_RX"}: {Ns: 5_000},
+		{Kind: profile.CauseSoftirq, Name: "TIMER"}:  {},
 	}, 4)
 	// 25 ns of mmap per request rounds to 0.0 µs, yet it is a cause.
 	wantUs := map[string]float64{"syscall:write": 7.5, "syscall:mmap": 0, "softirq:NET_RX": 1.3}
@@ -19,7 +21,7 @@ func TestBreakdownPerRequest(t *testing.T) {
 	if !reflect.DeepEqual(us, wantUs) || !reflect.DeepEqual(calls, wantCalls) {
 		t.Errorf("got µs %v, calls %v; want %v, %v", us, calls, wantUs, wantCalls)
 	}
-	if us, calls := breakdownPerRequest(map[string]KernelCost{"irq": {}}, 1); us != nil || calls != nil {
+	if us, calls := breakdownPerRequest(map[profile.Cause]profile.KernelCost{{Kind: profile.CauseIRQ}: {}}, 1); us != nil || calls != nil {
 		t.Errorf("no time gave µs %v, calls %v; want nil maps, absent from the JSON", us, calls)
 	}
 }

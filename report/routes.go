@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // GroupBy is how a target's finished requests are grouped into routes.
@@ -48,13 +50,10 @@ type RouteSummary struct {
 
 // Route names come from what clients sent, so a target can have as many
 // routes as requests. A summary keeps the maxRoutes-1 most asked for and
-// folds the rest into one route named OtherRoutes, always last. The
-// collector names its own fold the same: requests it stopped naming past
-// its bound on distinct names join the same route here.
-const (
-	maxRoutes   = 200
-	OtherRoutes = "(other)"
-)
+// folds the rest into one route named profile.OtherRoutes, always last.
+// The collector names its own fold the same: requests it stopped naming
+// past its bound on distinct names join the same route here.
+const maxRoutes = 200
 
 // Names of requests the collector could not name.
 const (
@@ -62,7 +61,7 @@ const (
 	unknownPort  = "(unknown port)"
 )
 
-func routeName(key RouteKey, by GroupBy) string {
+func routeName(key profile.RouteKey, by GroupBy) string {
 	if by == GroupByPort {
 		if key.Port == 0 {
 			return unknownPort
@@ -78,7 +77,7 @@ func routeName(key RouteKey, by GroupBy) string {
 // routeGroup is one route of a summary: the totals of its requests, and
 // the indices of those in the sample.
 type routeGroup struct {
-	totals  Totals
+	totals  profile.Totals
 	sampled []int // indices rather than copies: a sample can hold many requests
 }
 
@@ -86,12 +85,12 @@ type routeGroup struct {
 // requests first and ties by name: counts and means from totals, per
 // route name and port, percentiles from sample, a uniform sample of the
 // requests totals count. Nil for no requests or no grouping.
-func groupSampledRoutes(totals map[RouteKey]Totals, sample []Request, by GroupBy) []RouteSummary {
+func groupSampledRoutes(totals map[profile.RouteKey]profile.Totals, sample []profile.Request, by GroupBy) []RouteSummary {
 	if by == GroupByNone || len(totals) == 0 {
 		return nil
 	}
 	byName := map[string]*routeGroup{}
-	group := func(key RouteKey) *routeGroup {
+	group := func(key profile.RouteKey) *routeGroup {
 		name := routeName(key, by)
 		g := byName[name]
 		if g == nil {
@@ -106,14 +105,14 @@ func groupSampledRoutes(totals map[RouteKey]Totals, sample []Request, by GroupBy
 	for i, r := range sample {
 		// A sampled request is one of those counted: a name with no
 		// totals can only come from a Target built inconsistently.
-		if g := byName[routeName(RouteKey{Route: r.Route, Port: r.Port}, by)]; g != nil {
+		if g := byName[routeName(profile.RouteKey{Route: r.Route, Port: r.Port}, by)]; g != nil {
 			g.sampled = append(g.sampled, i)
 		}
 	}
 	// The collector's fold is always folded here too, so that one route
 	// holds every request not named.
-	other := byName[OtherRoutes]
-	delete(byName, OtherRoutes)
+	other := byName[profile.OtherRoutes]
+	delete(byName, profile.OtherRoutes)
 	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int {
 		return cmp.Or(cmp.Compare(byName[b].totals.Requests, byName[a].totals.Requests), strings.Compare(a, b))
 	})
@@ -134,13 +133,13 @@ func groupSampledRoutes(totals map[RouteKey]Totals, sample []Request, by GroupBy
 		routes = append(routes, summarizeRoute(name, byName[name], sample))
 	}
 	if other != nil {
-		routes = append(routes, summarizeRoute(OtherRoutes, other, sample))
+		routes = append(routes, summarizeRoute(profile.OtherRoutes, other, sample))
 	}
 	return routes
 }
 
 // summarizeRoute summarizes the requests of g as route name.
-func summarizeRoute(name string, g *routeGroup, sample []Request) RouteSummary {
+func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteSummary {
 	cpu := make([]uint64, len(g.sampled))
 	user := make([]uint64, len(g.sampled))
 	kernel := make([]uint64, len(g.sampled))

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 func TestParseGroupBy(t *testing.T) {
@@ -28,7 +30,7 @@ func routeCounts(routes []RouteSummary) []string {
 }
 
 func TestGroupRoutes(t *testing.T) {
-	reqs := []Request{
+	reqs := []profile.Request{
 		{Route: "GET /b", Port: 8080, UserNs: 1000},
 		{Route: "GET /a", Port: 8080, UserNs: 3000},
 		{Route: ":9000", Port: 9000, UserNs: 5000},
@@ -62,7 +64,7 @@ func TestGroupRoutes(t *testing.T) {
 // summary keeps maxRoutes of them, the last the rest folded.
 func TestGroupRoutesBounded(t *testing.T) {
 	const distinct = maxRoutes + 50
-	var reqs []Request
+	var reqs []profile.Request
 	for i := range distinct {
 		// Route i has one request, and two more for the first ten, so that
 		// which are kept does not come down to names alone.
@@ -71,7 +73,7 @@ func TestGroupRoutesBounded(t *testing.T) {
 			n = 3
 		}
 		for range n {
-			reqs = append(reqs, Request{Route: fmt.Sprintf("GET /item/%03d", i), UserNs: uint64(1000 * (i + 1))})
+			reqs = append(reqs, profile.Request{Route: fmt.Sprintf("GET /item/%03d", i), UserNs: uint64(1000 * (i + 1))})
 		}
 	}
 	routes := groupRoutes(reqs, GroupByRoute)
@@ -83,8 +85,8 @@ func TestGroupRoutesBounded(t *testing.T) {
 	}
 	other := routes[len(routes)-1]
 	// 199 routes kept by name order: /item/000 .. /item/198; 51 folded.
-	if other.Route != OtherRoutes || other.Requests != distinct-(maxRoutes-1) {
-		t.Errorf("last route %q of %d requests, want %q of %d", other.Route, other.Requests, OtherRoutes, distinct-(maxRoutes-1))
+	if other.Route != profile.OtherRoutes || other.Requests != distinct-(maxRoutes-1) {
+		t.Errorf("last route %q of %d requests, want %q of %d", other.Route, other.Requests, profile.OtherRoutes, distinct-(maxRoutes-1))
 	}
 	if want := (Dist{Mean: 225, P50: 225, P90: 245, P99: 250, Max: 250}); other.CPUUs != want {
 		t.Errorf("folded routes' CPU %+v, want %+v: the 200 .. 250 µs of routes 199 .. 249", other.CPUUs, want)
@@ -129,33 +131,33 @@ func TestRouteCellsShortenNames(t *testing.T) {
 	}
 }
 
-// Requests the collector named OtherRoutes, past its own bound on names,
+// Requests the collector named profile.OtherRoutes, past its own bound on names,
 // are one route with those the summary folds, last however many they are.
 func TestGroupRoutesKeepsTheCollectorsFoldLast(t *testing.T) {
-	var reqs []Request
+	var reqs []profile.Request
 	for range 5 {
-		reqs = append(reqs, Request{Route: OtherRoutes, Port: 80, UserNs: 9000})
+		reqs = append(reqs, profile.Request{Route: profile.OtherRoutes, Port: 80, UserNs: 9000})
 	}
-	reqs = append(reqs, Request{Route: "GET /a", Port: 80, UserNs: 1000}, Request{Route: "GET /a", Port: 80, UserNs: 1000})
-	if got, want := routeCounts(groupRoutes(reqs, GroupByRoute)), []string{"GET /a 2", OtherRoutes + " 5"}; !reflect.DeepEqual(got, want) {
+	reqs = append(reqs, profile.Request{Route: "GET /a", Port: 80, UserNs: 1000}, profile.Request{Route: "GET /a", Port: 80, UserNs: 1000})
+	if got, want := routeCounts(groupRoutes(reqs, GroupByRoute)), []string{"GET /a 2", profile.OtherRoutes + " 5"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("routes %q, want %q", got, want)
 	}
 
 	// With as many named routes as a summary shows, the last of them is
 	// folded in with the collector's.
 	for i := range maxRoutes {
-		reqs = append(reqs, Request{Route: fmt.Sprintf("GET /item/%03d", i), Port: 80, UserNs: 1000})
+		reqs = append(reqs, profile.Request{Route: fmt.Sprintf("GET /item/%03d", i), Port: 80, UserNs: 1000})
 	}
 	routes := groupRoutes(reqs, GroupByRoute)
 	other := routes[len(routes)-1]
-	if len(routes) != maxRoutes || other.Route != OtherRoutes || other.Requests != 5+2 {
+	if len(routes) != maxRoutes || other.Route != profile.OtherRoutes || other.Requests != 5+2 {
 		t.Errorf("%d routes, the last %q of %d requests; want %d, %q of the collector's 5 and 2 folded",
-			len(routes), other.Route, other.Requests, maxRoutes, OtherRoutes)
+			len(routes), other.Route, other.Requests, maxRoutes, profile.OtherRoutes)
 	}
 }
 
 // groupRoutes summarizes reqs, every request of a target, by route; as
 // groupSampledRoutes.
-func groupRoutes(reqs []Request, by GroupBy) []RouteSummary {
-	return groupSampledRoutes(routeTotalsOf(reqs), reqs, by)
+func groupRoutes(reqs []profile.Request, by GroupBy) []RouteSummary {
+	return groupSampledRoutes(profile.RouteTotalsOf(reqs), reqs, by)
 }

@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"time"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // Summary is the result of one run, shaped as the JSON other tools read:
@@ -80,9 +82,10 @@ type TargetSummary struct {
 	CtxSwitchesPerRequest *CtxSwitches `json:"ctx_switches_per_request,omitempty"`
 
 	// KernelBreakdownUs is the mean kernel time per finished request by
-	// cause ("syscall:write", "softirq:NET_RX", "irq"), every cause
-	// measured; KernelBreakdownCalls the mean calls per request of each
-	// syscall counted.
+	// cause, keyed by the cause's name ("syscall:write", "softirq:NET_RX",
+	// "irq"; profile.ParseCause reads it back), every cause measured;
+	// KernelBreakdownCalls the mean calls per request of each syscall
+	// counted.
 	KernelBreakdownUs    map[string]float64 `json:"kernel_breakdown_us,omitempty"`
 	KernelBreakdownCalls map[string]float64 `json:"kernel_breakdown_calls,omitempty"`
 
@@ -147,12 +150,12 @@ type SummarizeOptions struct {
 // Summarize turns a run into its result, requests grouped by route.
 // Targets keep the order the user gave them in: the first is the baseline
 // others are compared with.
-func Summarize(run Run) Summary {
+func Summarize(run profile.Run) Summary {
 	return SummarizeWith(run, SummarizeOptions{})
 }
 
 // SummarizeWith is Summarize with requests grouped as opts says.
-func SummarizeWith(run Run, opts SummarizeOptions) Summary {
+func SummarizeWith(run profile.Run, opts SummarizeOptions) Summary {
 	targets := run.Targets
 	s := Summary{
 		Host:           run.Meta.Host,
@@ -192,9 +195,9 @@ type OverheadSummary struct {
 	CollectorMaxRSSMB float64 `json:"collector_max_rss_mb"`
 }
 
-func summarizeOverhead(run Run) *OverheadSummary {
+func summarizeOverhead(run profile.Run) *OverheadSummary {
 	o := run.Overhead
-	if o == (Overhead{}) {
+	if o == (profile.Overhead{}) {
 		return nil // not known: a run built by hand, or read from elsewhere
 	}
 	s := &OverheadSummary{
@@ -223,7 +226,7 @@ func summarizeOverhead(run Run) *OverheadSummary {
 	s.BPFCPUUs = new(usFromNs(o.BPFNs))
 	requests := 0
 	for _, t := range run.Targets {
-		requests += t.totals().Requests
+		requests += t.Totals().Requests
 	}
 	if requests > 0 {
 		s.BPFNsPerRequest = new(roundTenth(float64(o.BPFNs) / float64(requests)))
@@ -231,8 +234,8 @@ func summarizeOverhead(run Run) *OverheadSummary {
 	return s
 }
 
-func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) TargetSummary {
-	totals := t.totals()
+func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptions) TargetSummary {
+	totals := t.Totals()
 	n := totals.Requests
 	// Percentiles and the histogram come from the sample; everything else
 	// from the exact totals.
@@ -298,7 +301,7 @@ func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) Targ
 		ts.PageFaultsPerRequest = new(perRequest(totals.PageFaults))
 		ts.CtxSwitchesPerRequest = &CtxSwitches{Voluntary: perRequest(totals.VoluntarySwitches), Involuntary: perRequest(totals.InvoluntarySwitches)}
 		ts.KernelBreakdownUs, ts.KernelBreakdownCalls = breakdownPerRequest(t.KernelBreakdown, n)
-		ts.Routes = groupSampledRoutes(t.routeTotals(), sample, opts.GroupBy)
+		ts.Routes = groupSampledRoutes(t.TotalsByRoute(), sample, opts.GroupBy)
 		ts.BytesInPerRequest = perRequest(totals.BytesIn)
 		ts.BytesOutPerRequest = perRequest(totals.BytesOut)
 	}
@@ -310,7 +313,7 @@ func summarizeTarget(t Target, window time.Duration, opts SummarizeOptions) Targ
 }
 
 // warnings lists, in a fixed order, every reason t's figures are incomplete.
-func warnings(t Target) []string {
+func warnings(t profile.Target) []string {
 	w := []string{}
 	if t.LostEvents > 0 {
 		w = append(w, fmt.Sprintf("%d events lost: some CPU time or requests are missing", t.LostEvents))
@@ -341,7 +344,7 @@ type UnattributedSourceSummary struct {
 	CPUUs float64 `json:"cpu_us"`
 }
 
-func summarizeSources(sources []UnattributedSource) []UnattributedSourceSummary {
+func summarizeSources(sources []profile.UnattributedSource) []UnattributedSourceSummary {
 	var out []UnattributedSourceSummary
 	for _, src := range sources {
 		out = append(out, UnattributedSourceSummary{TID: src.TID, Comm: src.Comm, CPUUs: usFromNs(src.Ns)})

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 // The figures of the one_target golden case, worked out by hand from
@@ -78,7 +80,7 @@ func TestSummarizeByHand(t *testing.T) {
 // The first target is the baseline of comparisons: the order the user gave
 // must survive.
 func TestSummarizeKeepsTargetOrder(t *testing.T) {
-	s := Summarize(Run{Targets: []Target{{PID: 30}, {PID: 10}, {PID: 20}}})
+	s := Summarize(profile.Run{Targets: []profile.Target{{PID: 30}, {PID: 10}, {PID: 20}}})
 	var pids []int
 	for _, ts := range s.Targets {
 		pids = append(pids, ts.PID)
@@ -91,17 +93,17 @@ func TestSummarizeKeepsTargetOrder(t *testing.T) {
 // An empty target or a zero-length window must give zeros, not NaN or
 // infinities, which JSON cannot encode.
 func TestSummarizeEmpty(t *testing.T) {
-	for _, run := range []Run{
-		{Duration: 0, Targets: []Target{{PID: 1}}},
-		{Duration: time.Second, Targets: []Target{{PID: 1}}},
-		{Duration: 0, Targets: []Target{{PID: 1, Requests: []Request{{UserNs: 1000}}}}},
+	for _, run := range []profile.Run{
+		{Duration: 0, Targets: []profile.Target{{PID: 1}}},
+		{Duration: time.Second, Targets: []profile.Target{{PID: 1}}},
+		{Duration: 0, Targets: []profile.Target{{PID: 1, Requests: []profile.Request{{UserNs: 1000}}}}},
 	} {
 		s := Summarize(run)
 		if _, err := json.Marshal(s); err != nil {
 			t.Errorf("Summarize(%+v) cannot be encoded: %v", run, err)
 		}
 	}
-	got := Summarize(Run{Duration: time.Second, Targets: []Target{{PID: 1}}}).Targets[0]
+	got := Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{{PID: 1}}}).Targets[0]
 	want := TargetSummary{PID: 1, RunqueueTotalUs: new(0.0), OffCPUTotalUs: new(0.0), Warnings: []string{}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -110,7 +112,7 @@ func TestSummarizeEmpty(t *testing.T) {
 
 func TestSummarizeNoTargets(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteJSON(&b, Summarize(Run{Duration: time.Second})); err != nil {
+	if err := WriteJSON(&b, Summarize(profile.Run{Duration: time.Second})); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), `"targets": []`) {
@@ -134,8 +136,8 @@ func TestCoverageWarning(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			target := Target{PID: 1, UnattributedNs: c.seenNs, SchedCPUNs: c.schedNs}
-			got := Summarize(Run{Duration: time.Second, Targets: []Target{target}}).Targets[0]
+			target := profile.Target{PID: 1, UnattributedNs: c.seenNs, SchedCPUNs: c.schedNs}
+			got := Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
 			if got.Partial != c.wantWarning || (len(got.Warnings) == 1) != c.wantWarning {
 				t.Errorf("partial %v, warnings %q; want a warning: %v", got.Partial, got.Warnings, c.wantWarning)
 			}
@@ -144,8 +146,8 @@ func TestCoverageWarning(t *testing.T) {
 }
 
 func TestWarningsInOrder(t *testing.T) {
-	target := Target{PID: 1, LostEvents: 3, Exited: true, UnattributedNs: 10, SchedCPUNs: 1_000_000}
-	got := Summarize(Run{Duration: time.Second, Targets: []Target{target}}).Targets[0]
+	target := profile.Target{PID: 1, LostEvents: 3, Exited: true, UnattributedNs: 10, SchedCPUNs: 1_000_000}
+	got := Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
 	prefixes := []string{"3 events lost", "process exited", "reqprof saw 0.00%"}
 	if !got.Partial || len(got.Warnings) != len(prefixes) {
 		t.Fatalf("partial %v, warnings %q; want %d warnings", got.Partial, got.Warnings, len(prefixes))
@@ -230,12 +232,13 @@ func TestSummarizeTotalsWithFullSample(t *testing.T) {
 	built := oneTargetRun()
 	withTotals := oneTargetRun()
 	target := &withTotals.Targets[0]
-	target.RouteTotals = map[RouteKey]Totals{}
+	target.RouteTotals = map[profile.RouteKey]profile.Totals{}
 	for _, r := range target.Requests {
 		target.Finished.Add(r)
-		sum := target.RouteTotals[RouteKey{r.Route, r.Port}]
+		key := profile.RouteKey{Route: r.Route, Port: r.Port}
+		sum := target.RouteTotals[key]
 		sum.Add(r)
-		target.RouteTotals[RouteKey{r.Route, r.Port}] = sum
+		target.RouteTotals[key] = sum
 	}
 	got, want := Summarize(withTotals), Summarize(built)
 	if !reflect.DeepEqual(got, want) {
@@ -249,7 +252,7 @@ func TestSummarizeTotalsWithFullSample(t *testing.T) {
 // The exact count, not the sample's, divides BPF time per request.
 func TestOverheadPerRequestOfSampledRun(t *testing.T) {
 	run := sampledRun()
-	run.Overhead = Overhead{Measured: true, BPFNs: 5_000_000, BPFRuns: 10_000}
+	run.Overhead = profile.Overhead{Measured: true, BPFNs: 5_000_000, BPFRuns: 10_000}
 	if got := Summarize(run).Overhead.BPFNsPerRequest; got == nil || *got != 5000 {
 		t.Errorf("BPF ns per request %v, want 5,000 ns over 1,000 requests", got)
 	}
@@ -296,7 +299,7 @@ func TestSampleSaid(t *testing.T) {
 // A run whose BPF figures are unknown says why, in the footer and the JSON.
 func TestOverheadUnknownSaysWhy(t *testing.T) {
 	run := sampledRun()
-	run.Overhead = Overhead{CollectorCPUNs: 1_000_000, BPFUnknown: "window too short"}
+	run.Overhead = profile.Overhead{CollectorCPUNs: 1_000_000, BPFUnknown: "window too short"}
 	s := Summarize(run)
 	if s.Overhead == nil || s.Overhead.BPFNsPerRequest != nil || s.Overhead.BPFUnknown != "window too short" {
 		t.Fatalf("overhead %+v, want no BPF figures and the reason", s.Overhead)
@@ -315,7 +318,7 @@ func TestOverheadUnknownSaysWhy(t *testing.T) {
 // window did, and the run time over the window is scaled by time.
 func TestOverheadFromSampledStatistics(t *testing.T) {
 	run := sampledRun()
-	run.Overhead = Overhead{Measured: true, BPFNs: 2_000_000, BPFRuns: 40_000,
+	run.Overhead = profile.Overhead{Measured: true, BPFNs: 2_000_000, BPFRuns: 40_000,
 		BPFSampled: time.Second, BPFSampledRequests: 4_000, BPFWindow: 10 * time.Second}
 	o := Summarize(run).Overhead
 	if o.BPFNsPerRequest == nil || *o.BPFNsPerRequest != 500 {

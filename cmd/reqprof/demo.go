@@ -13,7 +13,7 @@ import (
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/loadgen"
-	"github.com/reqprof/reqprof/report"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // demoServerCommand runs the bundled calibrated server; demo starts it as a
@@ -80,7 +80,7 @@ func demo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := writeReport([]report.Run{o.run}, out, false, stdout); err != nil {
+	if err := writeReport([]profile.Run{o.run}, out, false, stdout); err != nil {
 		return err
 	}
 	if out.jsonPath != "-" {
@@ -108,7 +108,7 @@ func startDemoServers() ([]*calserver.Process, []collector.Target, error) {
 
 // collectorOutcome is what a collector run ends with.
 type collectorOutcome struct {
-	run report.Run
+	run profile.Run
 	err error
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
 
@@ -179,7 +180,7 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	targets := append(pids, floor...)
-	var runs []report.Run
+	var runs []profile.Run
 	for i := range *repeat {
 		cfg := out.config(targets)
 		cfg.FollowChildren = *followChildren || len(cgroups) > 0
@@ -200,7 +201,7 @@ func attach(args []string, stdout, stderr io.Writer) error {
 // writeReport prints the tables (unless JSON goes to stdout), then writes
 // JSON and HTML where asked. With several targets it adds the comparison;
 // with several runs, the spread between them. A floor is the last target.
-func writeReport(runs []report.Run, out outputFlags, withFloor bool, stdout io.Writer) error {
+func writeReport(runs []profile.Run, out outputFlags, withFloor bool, stdout io.Writer) error {
 	groupBy, err := report.ParseGroupBy(out.groupBy)
 	if err != nil {
 		return err

@@ -1,7 +1,8 @@
-// Package report turns what the collector measured into distributions,
-// tables and JSON. It knows nothing of BPF: every input is a plain Go value,
-// so all of it is testable without root.
-package report
+// Package profile holds what reqprof measures, as plain values: runs,
+// targets, requests, their costs and causes. It is the leaf every other
+// package shares: the collector fills it, the renderers in report read it.
+// It does no I/O and imports nothing but the standard library.
+package profile
 
 import "time"
 
@@ -50,8 +51,8 @@ func (r Request) FirstByteNs() uint64 {
 	return uint64(r.FirstWrite - r.Start)
 }
 
-// KernelCost is kernel time spent for one cause ("syscall:write",
-// "softirq:NET_RX", "irq"), summed over requests.
+// KernelCost is kernel time spent for one Cause (syscall write, softirq
+// NET_RX, irq), summed over requests.
 type KernelCost struct {
 	Ns    uint64
 	Calls uint64 // syscalls only
@@ -80,7 +81,7 @@ type Target struct {
 	Requests []Request
 
 	// KernelBreakdown sums the finished requests' kernel time by cause.
-	KernelBreakdown map[string]KernelCost
+	KernelBreakdown map[Cause]KernelCost
 
 	// All waiting of the target's threads, in requests or not, for
 	// comparison with the kernel's own counters.
@@ -120,11 +121,11 @@ type Target struct {
 }
 
 // AttributedNs is CPU charged to any request, finished or not.
-func (t Target) AttributedNs() uint64 { return t.totals().CPUNs + t.UnfinishedNs }
+func (t Target) AttributedNs() uint64 { return t.Totals().CPUNs + t.UnfinishedNs }
 
-// totals are t.Finished, or when that is unset, the totals of t.Requests:
+// Totals are t.Finished, or when that is unset, the totals of t.Requests:
 // a Target built by hand may hold every request and no totals.
-func (t Target) totals() Totals {
+func (t Target) Totals() Totals {
 	if t.Finished.Requests > 0 {
 		return t.Finished
 	}
@@ -135,17 +136,17 @@ func (t Target) totals() Totals {
 	return sum
 }
 
-// routeTotals are t.RouteTotals, or when t.Finished is unset, the totals
-// of t.Requests per route, as for totals.
-func (t Target) routeTotals() map[RouteKey]Totals {
+// TotalsByRoute are t.RouteTotals, or when t.Finished is unset, the totals
+// of t.Requests per route, as for Totals.
+func (t Target) TotalsByRoute() map[RouteKey]Totals {
 	if t.Finished.Requests > 0 {
 		return t.RouteTotals
 	}
-	return routeTotalsOf(t.Requests)
+	return RouteTotalsOf(t.Requests)
 }
 
-// routeTotalsOf sums reqs per route name and port.
-func routeTotalsOf(reqs []Request) map[RouteKey]Totals {
+// RouteTotalsOf sums reqs per route name and port.
+func RouteTotalsOf(reqs []Request) map[RouteKey]Totals {
 	byRoute := map[RouteKey]Totals{}
 	for _, r := range reqs {
 		key := RouteKey{Route: r.Route, Port: r.Port}
@@ -243,6 +244,13 @@ type RouteKey struct {
 	Route string
 	Port  uint16
 }
+
+// OtherRoutes is the route name of requests folded together past a bound
+// on distinct names: route names come from what clients sent, so the
+// collector stops naming requests past its bound on the names it keeps,
+// and a summary folds the routes past the most asked for into one route
+// of this name. Both folds are one route.
+const OtherRoutes = "(other)"
 
 // ProcessNs is all CPU reqprof saw the target's threads use.
 func (t Target) ProcessNs() uint64 { return t.AttributedNs() + t.UnattributedNs }
