@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
@@ -88,83 +89,122 @@ func Run(ctx context.Context, cfg Config) (profile.Run, error) {
 	if err := Preflight(); err != nil {
 		return profile.Run{}, err
 	}
+	s, err := start(cfg, procs)
+	if err != nil {
+		return profile.Run{}, err
+	}
+	defer s.close()
+	return s.profile(ctx, cfg)
+}
 
+// session is reqprof loaded, attached and calibrated, for one window over
+// procs.
+type session struct {
+	objs     *bpfObjects
+	procs    []*process
+	reader   *ringbuf.Reader
+	links    []link.Link
+	overhead *overheadMeter
+}
+
+// start loads and attaches the programs, and measures the syscall entry
+// cost with them enabled and no target registered yet.
+func start(cfg Config, procs []*process) (*session, error) {
 	objs, err := load(cfg.capture(), cfg.FollowChildren)
 	if err != nil {
-		return profile.Run{}, err
+		return nil, err
 	}
-	defer objs.Close()
-
-	if err := refreshListenPorts(objs.ListenPorts, procs); err != nil {
-		return profile.Run{}, err
+	s := &session{objs: objs, procs: procs}
+	if err := s.attach(); err != nil {
+		s.close()
+		return nil, err
 	}
+	return s, nil
+}
 
-	reader, err := ringbuf.NewReader(objs.Requests)
-	if err != nil {
-		return profile.Run{}, fmt.Errorf("opening the request ring buffer: %w", err)
+func (s *session) attach() error {
+	if err := refreshListenPorts(s.objs.ListenPorts, s.procs); err != nil {
+		return err
 	}
-	defer reader.Close()
-
-	links, err := attachAll(objs)
-	defer func() {
-		for _, l := range links {
-			l.Close()
-		}
-	}()
-	if err != nil {
-		return profile.Run{}, err
+	var err error
+	if s.reader, err = ringbuf.NewReader(s.objs.Requests); err != nil {
+		return fmt.Errorf("opening the request ring buffer: %w", err)
 	}
-
-	overhead := newOverheadMeter(objs, len(procs))
-	if err := enableAndCalibrate(objs, overhead); err != nil {
-		return profile.Run{}, err
+	if s.links, err = attachAll(s.objs); err != nil {
+		return err
 	}
+	s.overhead = newOverheadMeter(s.objs, len(s.procs))
+	return enableAndCalibrate(s.objs, s.overhead)
+}
 
+// detach detaches every program: no event is charged after it.
+func (s *session) detach() {
+	for _, l := range s.links {
+		l.Close()
+	}
+	s.links = nil
+}
+
+func (s *session) close() {
+	s.detach()
+	if s.reader != nil {
+		s.reader.Close()
+	}
+	s.objs.Close()
+}
+
+// profile opens the window, waits for its end, and reads what it measured.
+func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) {
 	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(reader, len(procs)) }()
+	go func() { consumed <- consume(s.reader, len(s.procs)) }()
 
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
-	meta := hostMeta(overhead.entryNs)
-	overhead.open()
-	defer overhead.dropStats() // on a return before the window closes
-	startNs, err := openWindow(objs, procs, cfg.FollowChildren)
+	meta := hostMeta(s.overhead.entryNs)
+	s.overhead.open()
+	defer s.overhead.dropStats() // on a return before the window closes
+	startNs, err := openWindow(s.objs, s.procs, cfg.FollowChildren)
 	if err != nil {
 		return profile.Run{}, err
 	}
 	if cfg.OnAttached != nil {
-		cfg.OnAttached(attachedLine(procs))
+		cfg.OnAttached(attachedLine(s.procs))
 	}
 
-	waitWindow(ctx, cfg.Duration, objs, procs, overhead)
+	waitWindow(ctx, cfg.Duration, s.objs, s.procs, s.overhead)
 
-	// Close the window: stop counting, then read the process clocks at
-	// the same instant so both accountings cover the same time.
-	if err := objs.Enabled.Set(uint32(0)); err != nil {
-		return profile.Run{}, fmt.Errorf("disabling the programs: %w", err)
-	}
-	endNs := monotonicNs()
-	cost := overhead.close()
-	for _, p := range procs {
-		if ns, err := ProcessCPUNs(p.PID); err == nil && !p.exited {
-			p.schedNsAt = ns
-		}
-	}
-	for _, l := range links {
-		l.Close()
-	}
-	links = nil
-
-	if err := reader.Flush(); err != nil {
-		return profile.Run{}, fmt.Errorf("draining the request ring buffer: %w", err)
+	endNs, cost, err := s.closeWindow()
+	if err != nil {
+		return profile.Run{}, err
 	}
 	res := <-consumed
 	if res.err != nil {
 		return profile.Run{}, res.err
 	}
-	run, err := buildRun(objs, procs, res, meta, startNs, endNs)
+	run, err := buildRun(s.objs, s.procs, res, meta, startNs, endNs)
 	run.Overhead = cost
 	return run, err
+}
+
+// closeWindow stops counting, then reads the process clocks at the same
+// instant so both accountings cover the same time, detaches the programs
+// and drains the ring buffer.
+func (s *session) closeWindow() (endNs uint64, cost profile.Overhead, err error) {
+	if err := s.objs.Enabled.Set(uint32(0)); err != nil {
+		return 0, cost, fmt.Errorf("disabling the programs: %w", err)
+	}
+	endNs = monotonicNs()
+	cost = s.overhead.close()
+	for _, p := range s.procs {
+		if ns, err := ProcessCPUNs(p.PID); err == nil && !p.exited {
+			p.schedNsAt = ns
+		}
+	}
+	s.detach()
+	if err := s.reader.Flush(); err != nil {
+		return 0, cost, fmt.Errorf("draining the request ring buffer: %w", err)
+	}
+	return endNs, cost, nil
 }
 
 func (cfg Config) capture() int {
