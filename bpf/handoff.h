@@ -15,12 +15,29 @@
 
 #include "threads.h"
 
-/* In the waker's context: the current thread wakes p. */
+/* Whether the thread is sending a signal: a signal wakes its target out of
+ * any sleep (Go's runtime preempts its threads with SIGURG), and hands it
+ * no work. */
+static __always_inline bool signalling(struct thread_state *st)
+{
+	__u32 nr = st->clock.syscall_nr;
+	return st->clock.mode == MODE_SYSCALL && (nr == NR_TGKILL || nr == NR_TKILL || nr == NR_KILL);
+}
+
+/* In the waker's context: the current thread wakes p. A wake-up from an
+ * interrupt (a timer that ends a sleep, a packet that ends a read) is
+ * none of the thread it ran over, and hands nothing: the CPU's state says
+ * whether a softirq or hard irq runs over a target thread now. Nor does a
+ * signal. */
 static __always_inline void hand_off(struct task_struct *p)
 {
+	struct cpu_state *cpu = this_cpu();
+	if (cpu && (cpu->softirq_start_ns || cpu->irq_start_ns))
+		return;
 	__u32 waker_tid;
-	struct thread_state *waker = current_thread(this_cpu(), &waker_tid);
-	if (!waker || !waker->serving.conn || waker->serving.in_tail || waker->handoff.depth >= MAX_HANDOFF_DEPTH)
+	struct thread_state *waker = current_thread(cpu, &waker_tid);
+	if (!waker || !waker->serving.conn || waker->serving.in_tail || waker->handoff.depth >= MAX_HANDOFF_DEPTH ||
+	    signalling(waker))
 		return;
 	__u32 plus1 = target_plus1_of(p);
 	if (!plus1 || plus1 - 1 != waker->target)

@@ -52,6 +52,10 @@ enum limits {
 #define NR_READV 19
 #define NR_RECVFROM 45
 #define NR_RECVMSG 47
+/* ... and of those that send a signal. */
+#define NR_KILL 62
+#define NR_TKILL 200
+#define NR_TGKILL 234
 
 #define BPF_F_NO_PREALLOC 1
 
