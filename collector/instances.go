@@ -20,12 +20,12 @@ type kernelNames struct {
 
 // loadKernelNames reads the names from the embedded spec once.
 var loadKernelNames = sync.OnceValues(func() (kernelNames, error) {
-	spec, err := loadReqprof()
+	spec, err := embeddedSpec()
 	if err != nil {
 		return kernelNames{}, err
 	}
 	var specs reqprofSpecs
-	if err := spec.Assign(&specs); err != nil {
+	if err := spec.Copy().Assign(&specs); err != nil {
 		return kernelNames{}, fmt.Errorf("reading reqprof's BPF spec: %w", err)
 	}
 	return kernelNames{

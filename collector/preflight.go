@@ -27,7 +27,7 @@ func Preflight() error {
 	if err := checkPrivileges(); err != nil {
 		missing = append(missing, err.Error())
 	}
-	progs, err := loadReqprof()
+	progs, err := embeddedSpec()
 	if err != nil {
 		return fmt.Errorf("reading reqprof's BPF programs: %w", err)
 	}

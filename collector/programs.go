@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -54,6 +55,11 @@ var tracepointKernels = map[string]tracepointKernel{
 	"page_fault_user":   {since: "3.13", optional: true},
 }
 
+// embeddedSpec is reqprof's compiled BPF, parsed once: preflight, loading
+// and the names other tools look for all read it, and load works on a copy
+// of it, since it sets the config.
+var embeddedSpec = sync.OnceValues(loadReqprof)
+
 // hook is one program attached to a tracepoint.
 type hook struct {
 	program    string // its name in the spec
@@ -93,10 +99,11 @@ func load(captureBytes int, followChildren bool) (*bpfObjects, error) {
 	if captureBytes < 0 || captureBytes > MaxCaptureBytes {
 		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", captureBytes, MaxCaptureBytes)
 	}
-	spec, err := loadReqprof()
+	embedded, err := embeddedSpec()
 	if err != nil {
 		return nil, err
 	}
+	spec := embedded.Copy()
 	var specs reqprofSpecs
 	if err := spec.Assign(&specs); err != nil {
 		return nil, fmt.Errorf("reading reqprof's BPF spec: %w", err)
