@@ -1,6 +1,19 @@
-# reqprof: `sudo make demo` shows it working, `sudo make test` proves it.
+# reqprof: `make demo` shows it working, `make test` proves it.
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
+
+# What needs root (loading BPF, installing packages) runs as it is for
+# root, who may have no sudo, and through sudo for anyone else.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# reqprof --version and the JSON's "version" and "commit": Go records no
+# commit in a git worktree or under -buildvcs=false, so the build says it.
+VERSION := $(shell git describe --always --dirty 2>/dev/null)
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+ifneq ($(COMMIT),)
+COMMIT := $(COMMIT)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+endif
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Debian packages the build, the generate check and the root tests use:
 # real servers and their load generators, and a browser for the page test.
@@ -11,7 +24,7 @@ DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark chromium
 .PHONY: build generate check-generate deps vet test demo fuzz bench
 
 build:
-	$(GO) build -buildvcs=auto -o bin/reqprof ./cmd/reqprof
+	$(GO) build -buildvcs=auto -ldflags "$(LDFLAGS)" -o bin/reqprof ./cmd/reqprof
 
 # Rebuilds the BPF object and its Go bindings (needs clang and libbpf-dev).
 generate:
@@ -29,15 +42,15 @@ check-generate: deps
 		echo "generated BPF objects were stale: regenerated now, commit them"; rm -rf $$tmp; exit 1; \
 	fi
 
-# Installs what is missing, on Debian, when run as root.
+# Installs what is missing, on Debian.
 deps:
 	@missing=""; for c in $(DEB_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	test -f /usr/include/bpf/bpf_helpers.h || missing="$$missing libbpf-dev"; \
 	test -f /usr/include/x86_64-linux-gnu/asm/unistd_64.h || missing="$$missing linux-libc-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages for:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
-		service redis-server stop >/dev/null 2>&1 || true; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
+		$(SUDO) service redis-server stop >/dev/null 2>&1 || true; \
 	fi
 
 vet:
@@ -51,10 +64,10 @@ vet:
 # (the calibrated server's, headless Chromium) would change what a syscall
 # costs between reqprof's calibration and the measurement.
 test: deps check-generate vet
-	$(GO) test -p 1 -count=1 ./...
+	$(SUDO) env "PATH=$(PATH)" $(if $(CI),"CI=$(CI)") $(GO) test -p 1 -count=1 ./...
 
 demo: build
-	./bin/reqprof demo
+	$(SUDO) ./bin/reqprof demo
 
 # A longer run of every fuzz target (each also runs its corpus in `make test`).
 fuzz:
@@ -69,4 +82,4 @@ fuzz:
 # BENCH_FLAGS=--quick for a run of about two minutes.
 bench: deps build
 	$(GO) build -o bin/reqprof-bench ./cmd/reqprof-bench
-	./bin/reqprof-bench --reqprof bin/reqprof --markdown docs/BENCHMARKS.md $(BENCH_FLAGS)
+	$(SUDO) ./bin/reqprof-bench --reqprof bin/reqprof --markdown docs/BENCHMARKS.md $(BENCH_FLAGS)

@@ -275,10 +275,10 @@ func openTargets(targets []Target) ([]*process, error) {
 		if t.Cgroup != "" {
 			pids, err := cgroupProcs(t.Cgroup)
 			if err != nil {
-				return nil, err
+				return nil, setupError{err.Error(), ErrNoProcess}
 			}
 			if len(pids) == 0 {
-				return nil, fmt.Errorf("cgroup %s has no process", t.Cgroup)
+				return nil, setupError{fmt.Sprintf("cgroup %s has no process", t.Cgroup), ErrNoProcess}
 			}
 			t.PID, members = pids[0], pids[1:]
 			if t.Label == "" {
@@ -297,6 +297,9 @@ func openTargets(targets []Target) ([]*process, error) {
 			return nil, err
 		}
 		fd, err := unix.PidfdOpen(t.PID, 0)
+		if errors.Is(err, unix.ESRCH) {
+			return nil, noProcess(t.PID)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("opening process %d: %w", t.PID, err)
 		}
@@ -393,7 +396,11 @@ func attachedLine(procs []*process) string {
 		parts = append(parts, part)
 		threads += threadCount(p.PID)
 	}
-	return fmt.Sprintf("reqprof: attached to %s, %d threads", strings.Join(parts, ", "), threads)
+	noun := "threads"
+	if threads == 1 {
+		noun = "thread"
+	}
+	return fmt.Sprintf("reqprof: attached to %s, %d %s", strings.Join(parts, ", "), threads, noun)
 }
 
 // waitWindow returns when the duration passes, ctx is done, or every target

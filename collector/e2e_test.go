@@ -2,6 +2,7 @@ package collector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -262,12 +263,15 @@ func TestRunRejectsBadTargets(t *testing.T) {
 	}{
 		{nil, "no target"},
 		{[]collector.Target{{PID: -3}}, "invalid pid"},
-		{[]collector.Target{{PID: 1 << 30}}, "no such process"},
+		{[]collector.Target{{PID: 1 << 30}}, "no process with pid 1073741824"},
 		{[]collector.Target{{PID: os.Getpid()}, {PID: os.Getpid()}}, "given twice"},
 	} {
 		_, err := collector.Run(context.Background(), collector.Config{Targets: tc.targets})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("targets %v: error %v, want one saying %q", tc.targets, err, tc.want)
+		}
+		if noProcess := strings.Contains(tc.want, "no process"); errors.Is(err, collector.ErrNoProcess) != noProcess {
+			t.Errorf("targets %v: error %v is ErrNoProcess: %v, want %v", tc.targets, err, !noProcess, noProcess)
 		}
 	}
 }

@@ -19,13 +19,23 @@ const (
 	capBPF      = 39
 )
 
+// KernelBTFPath is where the kernel publishes its BTF, which reqprof's
+// programs are relocated against; a kernel built without
+// CONFIG_DEBUG_INFO_BTF has none.
+const KernelBTFPath = "/sys/kernel/btf/vmlinux"
+
+// ErrUnsupported is what Preflight's error wraps: this process or this
+// system lacks what reqprof needs.
+var ErrUnsupported = errors.New("this system lacks what reqprof needs")
+
 // Preflight checks everything reqprof needs from the kernel before loading
 // anything, and names all that is missing in one error rather than the
 // first failure the loader would hit.
 func Preflight() error {
 	var missing []string
-	if err := checkPrivileges(); err != nil {
-		missing = append(missing, err.Error())
+	privileges := checkPrivileges()
+	if privileges != nil {
+		missing = append(missing, privileges.Error())
 	}
 	progs, err := embeddedSpec()
 	if err != nil {
@@ -33,7 +43,7 @@ func Preflight() error {
 	}
 	spec, err := btf.LoadKernelSpec()
 	if err != nil {
-		missing = append(missing, fmt.Sprintf("kernel BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF=y): %v", err))
+		missing = append(missing, fmt.Sprintf("kernel BTF (%s, CONFIG_DEBUG_INFO_BTF=y): %v", KernelBTFPath, err))
 	} else {
 		for _, h := range hooksOf(progs) {
 			var typedef *btf.Typedef
@@ -51,31 +61,44 @@ func Preflight() error {
 			missing = append(missing, "BPF map element iterators (Linux 5.9+)")
 		}
 	}
-	// Threads' state lives in task storage.
-	if err := features.HaveMapType(ebpf.TaskStorage); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
-		missing = append(missing, fmt.Sprintf("probing for task storage maps: %v", err))
-	} else if err != nil {
-		missing = append(missing, "BPF task storage maps (Linux 5.11+)")
+	// Threads' state lives in task storage. Probing creates a map, which
+	// fails for want of privileges alone: they are named above already.
+	if privileges == nil {
+		if err := features.HaveMapType(ebpf.TaskStorage); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+			missing = append(missing, fmt.Sprintf("probing for task storage maps: %v", err))
+		} else if err != nil {
+			missing = append(missing, "BPF task storage maps (Linux 5.11+)")
+		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("this system lacks what reqprof needs: %s", strings.Join(missing, "; "))
+		return setupError{fmt.Sprintf("%v: %s", ErrUnsupported, strings.Join(missing, "; ")), ErrUnsupported}
 	}
 	return nil
 }
 
-func checkPrivileges() error {
+// Privileged says whether this process may load and attach reqprof's
+// programs: it is root, or has CAP_SYS_ADMIN, or CAP_BPF and CAP_PERFMON.
+func Privileged() (bool, error) {
 	if os.Geteuid() == 0 {
-		return nil
+		return true, nil
 	}
 	eff, err := effectiveCapabilities()
 	if err != nil {
-		return fmt.Errorf("root (reading capabilities: %v)", err)
+		return false, err
 	}
 	has := func(c uint) bool { return eff&(1<<c) != 0 }
-	if has(capSysAdmin) || (has(capBPF) && has(capPerfmon)) {
-		return nil
+	return has(capSysAdmin) || (has(capBPF) && has(capPerfmon)), nil
+}
+
+func checkPrivileges() error {
+	ok, err := Privileged()
+	switch {
+	case err != nil:
+		return fmt.Errorf("root (reading capabilities: %v)", err)
+	case !ok:
+		return errors.New("root, or CAP_BPF and CAP_PERFMON (run with sudo)")
 	}
-	return errors.New("root, or CAP_BPF and CAP_PERFMON (run with sudo)")
+	return nil
 }
 
 func effectiveCapabilities() (uint64, error) {

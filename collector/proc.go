@@ -13,11 +13,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrNoProcess is what Run's error wraps when a target names no process:
+// a pid that is none, or a cgroup directory that cannot be read or holds
+// none.
+var ErrNoProcess = errors.New("no such process")
+
+// noProcess is the error for a pid that names no process.
+func noProcess(pid int) error {
+	return setupError{fmt.Sprintf("no process with pid %d", pid), ErrNoProcess}
+}
+
+// setupError is an error the user must fix before reqprof can run, which
+// says so by wrapping one of the errors callers test for.
+type setupError struct {
+	msg  string
+	kind error
+}
+
+func (e setupError) Error() string { return e.msg }
+func (e setupError) Unwrap() error { return e.kind }
+
 // processComm is the target's command name, as ps shows it.
 func processComm(pid int) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("no such process: %d", pid)
+		return "", noProcess(pid)
 	}
 	if err != nil {
 		return "", err

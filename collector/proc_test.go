@@ -1,7 +1,10 @@
 package collector
 
 import (
+	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -57,4 +60,25 @@ func FuzzParseListeningPorts(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The attached line counts threads in the singular for one: a sleep has
+// one thread, this test process several.
+func TestAttachedLineCountsThreads(t *testing.T) {
+	sleep := exec.Command("sleep", "30")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sleep.Process.Kill()
+		sleep.Wait()
+	}()
+	line := attachedLine([]*process{{Target: Target{PID: sleep.Process.Pid}, comm: "sleep"}})
+	if want := fmt.Sprintf("reqprof: attached to %d (sleep), 1 thread", sleep.Process.Pid); line != want {
+		t.Errorf("attached line %q, want %q", line, want)
+	}
+	line = attachedLine([]*process{{Target: Target{PID: os.Getpid()}, comm: "collector.test"}})
+	if !strings.HasSuffix(line, " threads") {
+		t.Errorf("attached line %q for a process of several threads, want it to end in threads", line)
+	}
 }

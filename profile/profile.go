@@ -290,10 +290,14 @@ type Overhead struct {
 // like with like if taken on the same host and kernel by the same reqprof;
 // any field left empty reads as unknown.
 type Meta struct {
-	Host           string // hostname
-	Kernel         string // kernel release, as uname -r prints it
-	ReqprofVersion string
-	StartedAt      time.Time // when the window opened
+	Host   string // hostname
+	Kernel string // kernel release, as uname -r prints it
+	// The reqprof that took the run: its version (as the build set it,
+	// git describe) and the commit it was built from, "-dirty" when the
+	// tree had changes.
+	Version   string
+	Commit    string
+	StartedAt time.Time // when the window opened
 	// SyscallEntryNs is the measured cost of the kernel's syscall entry
 	// and exit paths, charged to each syscall (see the collector).
 	SyscallEntryNs uint64

@@ -67,7 +67,7 @@ const maxRequestCountRatio = 10
 // the floor.
 func Compare(s Summary, opts CompareOptions) (*Comparison, error) {
 	if opts.WithFloor && (opts.Floor < 0 || opts.Floor >= len(s.Targets)) {
-		return nil, fmt.Errorf("report: no target %d to be the floor: there are %d, counted from 0",
+		return nil, fmt.Errorf("no target %d to be the floor: there are %d, counted from 0",
 			opts.Floor, len(s.Targets))
 	}
 	return compare(s, opts), nil
@@ -172,6 +172,53 @@ func columnName(t TargetSummary) string {
 	return fmt.Sprintf("%d (%s)", t.PID, t.Comm)
 }
 
+// columnNames head the columns of targets, each told apart from the
+// others: targets that would share a name get the run each came from
+// ("rust-sdk (monday.json)"), or where that does not tell them apart their
+// pids, or else their places among the targets ("#3", as --floor counts
+// them).
+func columnNames(targets []TargetSummary) []string {
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = columnName(t)
+	}
+	for _, tell := range []func(i int, t TargetSummary) string{
+		func(_ int, t TargetSummary) string { return t.Source },
+		func(_ int, t TargetSummary) string { return fmt.Sprintf("pid %d", t.PID) },
+		func(i int, _ TargetSummary) string { return fmt.Sprintf("#%d", i) },
+	} {
+		sharing := map[string][]int{}
+		for i, n := range names {
+			sharing[n] = append(sharing[n], i)
+		}
+		for _, group := range sharing {
+			extras := map[string]bool{}
+			for _, i := range group {
+				extras[tell(i, targets[i])] = true
+			}
+			if len(group) < 2 || len(extras) < 2 || extras[""] {
+				continue
+			}
+			for _, i := range group {
+				names[i] += " (" + tell(i, targets[i]) + ")"
+			}
+		}
+	}
+	return names
+}
+
+// buildName says which reqprof took s: "v0.3.0, commit 1a2b3c4d5e6f",
+// either alone, or "" when neither is known.
+func buildName(s Summary) string {
+	switch {
+	case s.Version != "" && s.Commit != "":
+		return s.Version + ", commit " + s.Commit
+	case s.Commit != "":
+		return "commit " + s.Commit
+	}
+	return s.Version
+}
+
 // describe names a target in a sentence.
 func describe(t TargetSummary) string {
 	if t.Label != "" {
@@ -188,19 +235,26 @@ type Source struct {
 
 // Combine joins the targets of several summaries into one, in the order
 // given, to be compared as if profiled side by side; the first target of
-// the first summary is the baseline. Runs compare fairly only when taken
-// alike, so Warnings says when they were taken on different hosts, kernels
-// or reqprof versions, and keeps each summary's own warnings, prefixed with
-// its name. Host, Kernel, ReqprofVersion, SyscallEntryNs and DurationS are
-// kept where every summary agrees and left empty otherwise; StartedAt is
-// the earliest. Each summary's own comparison is dropped, as it was against
-// its own baseline: the result is compared afresh, with no floor, and has
-// the Spread of the summaries.
+// the first summary is the baseline, and each target's Source is the name
+// of the summary it came from, unless it already had one. Runs compare
+// fairly only when taken alike, so Warnings says when they were taken on
+// different hosts, kernels or reqprof builds (commits, or versions where
+// the commits are unknown), and keeps each summary's own warnings,
+// prefixed with its name. Host, Kernel, Version, Commit, SyscallEntryNs
+// and DurationS are kept where every summary agrees and left empty
+// otherwise; StartedAt is the earliest. Each summary's own comparison is
+// dropped, as it was against its own baseline: the result is compared
+// afresh, with no floor, and has the Spread of the summaries.
 func Combine(sources []Source) Summary {
 	s := Summary{Targets: []TargetSummary{}}
 	runs := make([]Summary, 0, len(sources))
 	for _, src := range sources {
-		s.Targets = append(s.Targets, src.Summary.Targets...)
+		for _, t := range src.Summary.Targets {
+			if t.Source == "" {
+				t.Source = src.Name
+			}
+			s.Targets = append(s.Targets, t)
+		}
 		runs = append(runs, src.Summary)
 	}
 	for _, field := range []struct {
@@ -210,13 +264,22 @@ func Combine(sources []Source) Summary {
 	}{
 		{&s.Host, "hosts", func(s Summary) string { return s.Host }},
 		{&s.Kernel, "kernels", func(s Summary) string { return s.Kernel }},
-		{&s.ReqprofVersion, "reqprof versions", func(s Summary) string { return s.ReqprofVersion }},
 	} {
 		value, warning := agreed(sources, field.what, field.get)
 		*field.value = value
 		if warning != "" {
 			s.Warnings = append(s.Warnings, warning)
 		}
+	}
+	// Commits tell builds apart; versions only when no commit is known.
+	var commitWarning, versionWarning string
+	s.Commit, commitWarning = agreed(sources, "reqprof commits", func(s Summary) string { return s.Commit })
+	s.Version, versionWarning = agreed(sources, "reqprof versions", func(s Summary) string { return s.Version })
+	s.ReqprofVersion = s.Commit
+	if commitWarning != "" {
+		s.Warnings = append(s.Warnings, commitWarning)
+	} else if versionWarning != "" && s.Commit == "" {
+		s.Warnings = append(s.Warnings, versionWarning)
 	}
 	for _, src := range sources {
 		for _, w := range src.Summary.Warnings {
@@ -334,9 +397,10 @@ func WriteComparison(w io.Writer, s Summary, opts CompareOptions) error {
 func comparisonTitle(targets []TargetSummary, c *Comparison) string {
 	title := "CPU per finished request"
 	if c != nil {
-		title += "; baseline: " + columnName(targets[0])
+		names := columnNames(targets)
+		title += "; baseline: " + names[0]
 		if c.FloorIndex != nil {
-			title += "; floor: " + columnName(targets[*c.FloorIndex])
+			title += "; floor: " + names[*c.FloorIndex]
 		}
 	}
 	return title
@@ -353,10 +417,7 @@ func comparisonCells(targets []TargetSummary, c *Comparison) (header []string, r
 	if err := checkComparisonOf(targets, c); err != nil {
 		return nil, nil, err
 	}
-	header = []string{"per request"}
-	for _, t := range targets {
-		header = append(header, columnName(t))
-	}
+	header = append([]string{"per request"}, columnNames(targets)...)
 	r := &comparisonRows{targets: targets}
 	r.addCPU()
 	r.addKernelTop()

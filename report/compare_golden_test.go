@@ -51,10 +51,11 @@ func withBreakdown(t profile.Target, shares []causeShare) profile.Target {
 }
 
 var benchMeta = profile.Meta{
-	Host:           "bench-1",
-	Kernel:         "6.1.0-18-amd64",
-	ReqprofVersion: "v0.3.0",
-	StartedAt:      time.Date(2025, 6, 1, 12, 0, 0, 0, time.FixedZone("CEST", 2*60*60)),
+	Host:      "bench-1",
+	Kernel:    "6.1.0-18-amd64",
+	Version:   "v0.3.0",
+	Commit:    "1a2b3c4d5e6f",
+	StartedAt: time.Date(2025, 6, 1, 12, 0, 0, 0, time.FixedZone("CEST", 2*60*60)),
 }
 
 // sdkTargets are three servers doing the same work: two SDKs, and a bare

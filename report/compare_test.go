@@ -186,6 +186,74 @@ func TestCombineKeepsWhatSourcesAgreeOn(t *testing.T) {
 	})
 }
 
+func TestCombineSaysWhichReqprof(t *testing.T) {
+	built := func(version, commit string) Summary {
+		return Summary{Version: version, Commit: commit, Targets: []TargetSummary{meanTarget(1, 10, 50)}}
+	}
+	for _, tc := range []struct {
+		name                    string
+		a, b                    Summary
+		wantVersion, wantCommit string
+		wantWarning             string
+	}{
+		{"same build", built("v1", "abc"), built("v1", "abc"), "v1", "abc", ""},
+		{"different commits", built("v1", "abc"), built("v2", "def"), "", "",
+			"runs were taken on different reqprof commits: abc (a.json), def (b.json); their CPU per request may differ for that alone"},
+		{"versions only", built("v1", ""), built("v2", ""), "", "",
+			"runs were taken on different reqprof versions: v1 (a.json), v2 (b.json); their CPU per request may differ for that alone"},
+		{"one unknown", built("v1", "abc"), built("", ""), "", "", ""},
+	} {
+		got := Combine([]Source{{"a.json", tc.a}, {"b.json", tc.b}})
+		var want []string
+		if tc.wantWarning != "" {
+			want = []string{tc.wantWarning}
+		}
+		if got.Version != tc.wantVersion || got.Commit != tc.wantCommit || got.ReqprofVersion != tc.wantCommit || !reflect.DeepEqual(got.Warnings, want) {
+			t.Errorf("%s: version %q, commit %q, reqprof_version %q, warnings %q; want %q, %q, %q, %q",
+				tc.name, got.Version, got.Commit, got.ReqprofVersion, got.Warnings, tc.wantVersion, tc.wantCommit, tc.wantCommit, want)
+		}
+	}
+}
+
+// Columns that would have the same heading are told apart: by the run
+// each came from, then by pid, then by place.
+func TestColumnNames(t *testing.T) {
+	target := func(pid int, label, source string) TargetSummary {
+		return TargetSummary{PID: pid, Comm: "srv", Label: label, Source: source}
+	}
+	for _, tc := range []struct {
+		name    string
+		targets []TargetSummary
+		want    []string
+	}{
+		{"distinct", []TargetSummary{target(1, "a", "x.json"), target(2, "b", "x.json"), target(3, "", "y.json")},
+			[]string{"a", "b", "3 (srv)"}},
+		{"a label in two files", []TargetSummary{target(1, "lean", "mon.json"), target(2, "heavy", "mon.json"), target(3, "lean", "tue.json")},
+			[]string{"lean (mon.json)", "heavy", "lean (tue.json)"}},
+		{"a label twice in one run", []TargetSummary{target(1, "x", ""), target(2, "x", "")},
+			[]string{"x (pid 1)", "x (pid 2)"}},
+		{"one file twice", []TargetSummary{target(1, "x", "a.json"), target(1, "x", "a.json")},
+			[]string{"x (#0)", "x (#1)"}},
+		{"a label in a file and a run of no name", []TargetSummary{target(1, "x", "a.json"), target(2, "x", "")},
+			[]string{"x (pid 1)", "x (pid 2)"}},
+	} {
+		if got := columnNames(tc.targets); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	combined := Combine([]Source{
+		{"mon.json", Summary{Targets: []TargetSummary{target(1, "lean", "")}}},
+		{"tue.json", Summary{Targets: []TargetSummary{target(1, "lean", "")}}},
+	})
+	var b strings.Builder
+	if err := WriteComparison(&b, combined, CompareOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "lean (mon.json)") || !strings.Contains(b.String(), "lean (tue.json)") {
+		t.Errorf("the comparison does not tell the two lean columns apart:\n%s", b.String())
+	}
+}
+
 func TestSpreadByHand(t *testing.T) {
 	labelled := func(label string, requests int, meanUs float64) TargetSummary {
 		ts := meanTarget(1, requests, meanUs)

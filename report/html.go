@@ -148,7 +148,7 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 	}
 	page.Split, page.Legend = splitChart(s.Targets)
 	for _, fact := range []struct{ name, value string }{
-		{"started", s.StartedAt}, {"host", s.Host}, {"kernel", s.Kernel}, {"reqprof", s.ReqprofVersion},
+		{"started", s.StartedAt}, {"host", s.Host}, {"kernel", s.Kernel}, {"reqprof", buildName(s)},
 	} {
 		if fact.value != "" {
 			page.Facts = append(page.Facts, fact.name+" "+fact.value)
@@ -157,9 +157,10 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 	if s.DurationS > 0 {
 		page.Facts = append(page.Facts, "window "+tenths(s.DurationS)+" s")
 	}
-	for _, t := range s.Targets {
+	names := columnNames(s.Targets)
+	for i, t := range s.Targets {
 		ht := htmlTarget{
-			Name:    columnName(t),
+			Name:    names[i],
 			Process: fmt.Sprintf("pid %d (%s)", t.PID, t.Comm),
 			About: fmt.Sprintf("%s %s, %s req/s", groupDigits(strconv.Itoa(t.Requests)),
 				plural(t.Requests, "finished request", "finished requests"), tenths(t.RequestsPerS)),
@@ -205,6 +206,7 @@ func splitChart(targets []TargetSummary) (htmlChart, []htmlLegend) {
 	colors := map[string]string{}
 	// The longest bar, as drawn: a summary read from a file can have
 	// parts that add up to more than its mean CPU.
+	names := columnNames(targets)
 	var longest float64
 	for _, t := range targets {
 		if t.Requests > 0 {
@@ -234,7 +236,7 @@ func splitChart(targets []TargetSummary) (htmlChart, []htmlLegend) {
 			chart.Bars = append(chart.Bars, htmlBar{
 				Class: "part", X: px(x), Y: px(top + 5), W: px(width), H: px(splitRowHeight - 10),
 				Color: colors[p.Name],
-				Title: fmt.Sprintf("%s: %s µs %s", columnName(t), tenths(p.Us), p.Name),
+				Title: fmt.Sprintf("%s: %s µs %s", names[i], tenths(p.Us), p.Name),
 			})
 			x += width
 		}

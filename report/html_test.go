@@ -46,10 +46,14 @@ func TestHTMLNeedsNothingElse(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"30.5x, or 2,375.7 µs more", "<td>floor</td>", "<svg"} {
+	// benchMeta's build; the repeated runs' columns told apart by file.
+	for _, want := range []string{"30.5x, or 2,375.7 µs more", "<td>floor</td>", "<svg", "reqprof v0.3.0, commit 1a2b3c4d5e6f"} {
 		if !strings.Contains(compared, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+	if !strings.Contains(repeated, "rust-sdk (a.json)") || !strings.Contains(repeated, "rust-sdk (b.json)") {
+		t.Errorf("page of repeated runs does not tell their rust-sdk apart")
 	}
 	if !strings.Contains(repeated, "run-to-run spread") {
 		t.Errorf("page of repeated runs lacks their spread")

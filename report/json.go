@@ -1,12 +1,14 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -48,21 +50,27 @@ var (
 // per-request figure no measurement can give, more requests sampled than
 // finished, a histogram, routes or comparison that do not fit their
 // targets (a histogram holds the requests sampled), or a started_at that
-// is not RFC 3339.
+// is not RFC 3339. Its errors are one line for people, saying what is
+// wrong in the terms of the file, not of Go.
 func ReadJSON(r io.Reader) (Summary, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return Summary{}, fmt.Errorf("report: reading summary: %w", err)
+		return Summary{}, fmt.Errorf("reading it: %w", err)
 	}
 	var s Summary
 	if err := json.Unmarshal(data, &s); err != nil {
-		return Summary{}, fmt.Errorf("report: not a reqprof summary: %w", err)
+		return Summary{}, describeJSONError(err, data)
 	}
 	if err := checkRequiredKeys(data); err != nil {
-		return Summary{}, fmt.Errorf("report: not a reqprof summary: %w", err)
+		return Summary{}, fmt.Errorf("not a reqprof run: %w", err)
 	}
 	if err := checkRanges(s); err != nil {
-		return Summary{}, fmt.Errorf("report: invalid reqprof summary: %w", err)
+		return Summary{}, fmt.Errorf("invalid reqprof run: %w", err)
+	}
+	// Files written before commit was kept have the commit, if any, as
+	// reqprof_version.
+	if s.Commit == "" {
+		s.Commit = s.ReqprofVersion
 	}
 	// Summarize never makes these nil, nor the optional ones empty (they
 	// are absent instead); matching it keeps a summary equal to itself
@@ -91,6 +99,53 @@ func ReadJSON(r io.Reader) (Summary, error) {
 	return s, nil
 }
 
+// describeJSONError says what err, from decoding data into a Summary,
+// means for the file: cut short, not JSON, or JSON of another
+// shape than a reqprof run's.
+func describeJSONError(err error, data []byte) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case len(bytes.TrimSpace(data)) == 0:
+		return errors.New("empty: not a reqprof run")
+	case errors.As(err, &syntax) && syntax.Error() == "unexpected end of JSON input":
+		return fmt.Errorf("truncated: the JSON ends at byte %d before it is complete", len(data))
+	case errors.As(err, &syntax):
+		return fmt.Errorf("not JSON: %v, at byte %d", syntax, syntax.Offset)
+	case errors.As(err, &typ):
+		where := typ.Field
+		if where == "" {
+			return fmt.Errorf("not a reqprof run: a JSON %s, where a run is an object", typ.Value)
+		}
+		return fmt.Errorf("not a reqprof run: %s is a JSON %s, want %s", where, typ.Value, jsonKind(typ.Type))
+	}
+	return fmt.Errorf("not a reqprof run: %w", err)
+}
+
+// jsonKind names what JSON value decodes into t: "an object", "a list",
+// "a whole number".
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number, 0 or more"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another kind of value"
+}
+
 // checkRequiredKeys looks at data, already known to decode into a Summary,
 // for the keys whose absence would otherwise read as a silent zero.
 func checkRequiredKeys(data []byte) error {
@@ -98,7 +153,7 @@ func checkRequiredKeys(data []byte) error {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return err
 	}
-	if err := requireKeys(top, "summary", requiredSummaryKeys); err != nil {
+	if err := requireKeys(top, "the top level", requiredSummaryKeys); err != nil {
 		return err
 	}
 	var targets []map[string]json.RawMessage

@@ -20,21 +20,23 @@ func TestReadJSONRejects(t *testing.T) {
 	cases := []struct {
 		name, input, wantErr string
 	}{
-		{"empty", ``, "unexpected end of JSON input"},
-		{"not JSON", `pid 4242 (uvicorn)`, "invalid character"},
-		{"array", `[1, 2]`, "cannot unmarshal array"},
-		{"null", `null`, "summary is null"},
-		{"no keys", `{}`, `summary has no "duration_s"`},
-		{"trailing data", `{"duration_s": 1, "targets": []} {}`, "invalid character"},
-		{"string for number", `{"duration_s": "10", "targets": []}`, "cannot unmarshal string"},
-		{"fraction for count", strings.Replace(minimalSummary, `"requests": 0`, `"requests": 1.5`, 1), "cannot unmarshal number 1.5"},
-		{"object for list", `{"duration_s": 1, "targets": {}}`, "cannot unmarshal object"},
+		{"empty", ``, "empty: not a reqprof run"},
+		{"truncated", minimalSummary[:40], "truncated: the JSON ends at byte 40 before it is complete"},
+		{"not JSON", `pid 4242 (uvicorn)`, "not JSON: invalid character 'p' looking for beginning of value, at byte 1"},
+		{"array", `[1, 2]`, "not a reqprof run: a JSON array, where a run is an object"},
+		{"null", `null`, "not a reqprof run: the top level is null"},
+		{"no keys", `{}`, `not a reqprof run: the top level has no "duration_s"`},
+		{"foreign object", `{"a": 1}`, `not a reqprof run: the top level has no "duration_s"`},
+		{"trailing data", `{"duration_s": 1, "targets": []} {}`, "not JSON: invalid character '{' after top-level value"},
+		{"string for number", `{"duration_s": "10", "targets": []}`, "not a reqprof run: duration_s is a JSON string, want a number"},
+		{"fraction for count", strings.Replace(minimalSummary, `"requests": 0`, `"requests": 1.5`, 1), "not a reqprof run: targets.requests is a JSON number 1.5, want a whole number"},
+		{"object for list", `{"duration_s": 1, "targets": {}}`, "not a reqprof run: targets is a JSON object, want a list"},
 		{"null target", `{"duration_s": 1, "targets": [null]}`, "targets[0] is null"},
 		{"missing pid", strings.Replace(minimalSummary, `"pid": 1,`, ``, 1), `targets[0] has no "pid"`},
 		{"missing p99", strings.Replace(minimalSummary, `"p99": 0,`, ``, 1), `targets[0].cpu_us has no "p99"`},
 		{"negative duration", strings.Replace(minimalSummary, `"duration_s": 1`, `"duration_s": -1`, 1), "duration_s is -1"},
 		{"negative requests", strings.Replace(minimalSummary, `"requests": 0`, `"requests": -3`, 1), "targets[0].requests is -3"},
-		{"negative lost events", strings.Replace(minimalSummary, `"lost_events": 0`, `"lost_events": -1`, 1), "cannot unmarshal number -1"},
+		{"negative lost events", strings.Replace(minimalSummary, `"lost_events": 0`, `"lost_events": -1`, 1), "not a reqprof run: targets.lost_events is a JSON number -1, want a whole number, 0 or more"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -42,7 +44,35 @@ func TestReadJSONRejects(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 				t.Errorf("ReadJSON(%q) error %v, want one containing %q", c.input, err, c.wantErr)
 			}
+			// The error is for people: no Go package or type names.
+			if err != nil && (strings.Contains(err.Error(), "report") || strings.Contains(err.Error(), "Go value")) {
+				t.Errorf("ReadJSON(%q) error %q speaks of Go", c.input, err)
+			}
 		})
+	}
+}
+
+// A run says which reqprof took it; one saved before "commit" was kept
+// has its commit as reqprof_version, which reads as its commit.
+func TestReadJSONVersion(t *testing.T) {
+	withKeys := func(keys string) string {
+		return strings.Replace(minimalSummary, `{"duration_s": 1,`, `{`+keys+` "duration_s": 1,`, 1)
+	}
+	for _, tc := range []struct {
+		name, input             string
+		wantVersion, wantCommit string
+	}{
+		{"this reqprof's", withKeys(`"version": "v1.0.0", "commit": "1a2b3c4d5e6f", "reqprof_version": "1a2b3c4d5e6f",`), "v1.0.0", "1a2b3c4d5e6f"},
+		{"an older reqprof's", withKeys(`"reqprof_version": "451b82b04ab3",`), "", "451b82b04ab3"},
+		{"unknown", minimalSummary, "", ""},
+	} {
+		s, err := ReadJSON(strings.NewReader(tc.input))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if s.Version != tc.wantVersion || s.Commit != tc.wantCommit {
+			t.Errorf("%s: version %q, commit %q; want %q, %q", tc.name, s.Version, s.Commit, tc.wantVersion, tc.wantCommit)
+		}
 	}
 }
 

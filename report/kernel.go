@@ -40,6 +40,23 @@ func breakdownPerRequest(sums map[profile.Cause]profile.KernelCost, n int) (us, 
 // roundTenth.
 func roundHundredth(x float64) float64 { return math.Round(x*100) / 100 }
 
+// Names kernel cost tables give two rows that would both read "other": a
+// request's syscalls of kinds past those its record has room to name
+// ("syscall:other" in the JSON), and the smallest causes folded into one row.
+const (
+	otherSyscallsCause = "syscall:other"
+	otherSyscallsRow   = "other syscalls"
+	foldedRowFormat    = "(rest: %d causes)"
+)
+
+// causeRow is how a table shows the cause named cause in the JSON.
+func causeRow(cause string) string {
+	if cause == otherSyscallsCause {
+		return otherSyscallsRow
+	}
+	return cause
+}
+
 // kernelCost is one row of a kernel cost table: a cause, or the causes
 // folded into one.
 type kernelCost struct {
@@ -65,7 +82,7 @@ const (
 func kernelCosts(t TargetSummary, all bool) (rows []kernelCost, totalUs float64) {
 	for _, cause := range slices.Sorted(maps.Keys(t.KernelBreakdownUs)) {
 		calls, counted := t.KernelBreakdownCalls[cause]
-		rows = append(rows, kernelCost{cause: cause, us: t.KernelBreakdownUs[cause], calls: calls, counted: counted})
+		rows = append(rows, kernelCost{cause: causeRow(cause), us: t.KernelBreakdownUs[cause], calls: calls, counted: counted})
 	}
 	// Stable, so that ties stay in the order of their names.
 	slices.SortStableFunc(rows, func(a, b kernelCost) int { return cmp.Compare(b.us, a.us) })
@@ -88,7 +105,7 @@ func kernelCosts(t TargetSummary, all bool) (rows []kernelCost, totalUs float64)
 	if kept >= len(rows)-1 {
 		return rows, totalUs
 	}
-	folded := kernelCost{cause: fmt.Sprintf("other (%d causes)", len(rows)-kept)}
+	folded := kernelCost{cause: fmt.Sprintf(foldedRowFormat, len(rows)-kept)}
 	for _, r := range rows[kept:] {
 		folded.us += r.us
 		folded.calls += r.calls

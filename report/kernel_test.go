@@ -53,7 +53,7 @@ func TestKernelCostsFolding(t *testing.T) {
 			// 60 + 30 + 6 = 96% is enough: the last two fold.
 			name: "covers 95%",
 			us:   map[string]float64{"syscall:write": 60, "softirq:NET_RX": 30, "syscall:read": 6, "irq": 2, "syscall:mmap": 2},
-			want: []string{"syscall:write 60.0", "softirq:NET_RX 30.0", "syscall:read 6.0", "other (2 causes) 4.0"},
+			want: []string{"syscall:write 60.0", "softirq:NET_RX 30.0", "syscall:read 6.0", "(rest: 2 causes) 4.0"},
 		},
 		{
 			name: "at most ten rows and the fold",
@@ -61,8 +61,15 @@ func TestKernelCostsFolding(t *testing.T) {
 			want: []string{
 				"syscall:write 100.0", "syscall:s00 1.0", "syscall:s01 1.0", "syscall:s02 1.0", "syscall:s03 1.0",
 				"syscall:s04 1.0", "syscall:s05 1.0", "syscall:s06 1.0", "syscall:s07 1.0", "syscall:s08 1.0",
-				"other (11 causes) 11.0",
+				"(rest: 11 causes) 11.0",
 			},
+		},
+		{
+			// Syscalls past a record's named slots and the folded tail
+			// are two rows, named apart.
+			name: "other syscalls and the rest",
+			us:   map[string]float64{"syscall:write": 60, "syscall:other": 30, "syscall:read": 6, "irq": 2, "syscall:mmap": 2},
+			want: []string{"syscall:write 60.0", "other syscalls 30.0", "syscall:read 6.0", "(rest: 2 causes) 4.0"},
 		},
 		{
 			// Folding one cause would save no row.

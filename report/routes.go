@@ -30,7 +30,7 @@ func ParseGroupBy(name string) (GroupBy, error) {
 	case "none":
 		return GroupByNone, nil
 	}
-	return 0, fmt.Errorf("report: cannot group requests by %q: want route, port or none", name)
+	return 0, fmt.Errorf("cannot group requests by %q: want route, port or none", name)
 }
 
 // RouteSummary is the finished requests of one route (or port), with

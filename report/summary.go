@@ -12,9 +12,16 @@ import (
 type Summary struct {
 	// Where and when the run was taken, from Run.Meta; each is absent when
 	// unknown. StartedAt is RFC 3339 in UTC, to the second.
-	StartedAt      string `json:"started_at,omitempty"`
-	Host           string `json:"host,omitempty"`
-	Kernel         string `json:"kernel,omitempty"`
+	StartedAt string `json:"started_at,omitempty"`
+	Host      string `json:"host,omitempty"`
+	Kernel    string `json:"kernel,omitempty"`
+	// Version and Commit are the reqprof that took the run: the version
+	// its build was given (git describe), and the commit it was built
+	// from, "-dirty" when the tree had changes.
+	Version string `json:"version,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	// ReqprofVersion is Commit under the key older reqprofs wrote it as,
+	// and read back: written still, for tools that read it.
 	ReqprofVersion string `json:"reqprof_version,omitempty"`
 	// SyscallEntryNs is the measured cost of a syscall's entry and exit,
 	// included in each syscall's kernel time; absent when unknown.
@@ -26,7 +33,7 @@ type Summary struct {
 
 	// Warnings are reasons to distrust the summary as a whole, as opposed to
 	// one target of it: Combine says here when it joined runs taken on
-	// different hosts, kernels or reqprof versions. Absent when there are
+	// different hosts, kernels or reqprof builds. Absent when there are
 	// none.
 	Warnings []string `json:"warnings,omitempty"`
 
@@ -48,9 +55,13 @@ type Summary struct {
 // 0.1 µs; each is rounded on its own, so ProcessCPUUs equals
 // AttributedCPUUs + UnattributedCPUUs only to within that rounding.
 type TargetSummary struct {
-	PID     int    `json:"pid"`
-	Comm    string `json:"comm"`
-	Label   string `json:"label,omitempty"`
+	PID   int    `json:"pid"`
+	Comm  string `json:"comm"`
+	Label string `json:"label,omitempty"`
+	// Source is the run a target came from in a summary Combine joined
+	// from several: a file's name, or "run 2" of --repeat; absent in one
+	// run's summary.
+	Source  string `json:"source,omitempty"`
 	Threads int    `json:"threads"`
 
 	Requests     int     `json:"requests"`
@@ -160,7 +171,9 @@ func SummarizeWith(run profile.Run, opts SummarizeOptions) Summary {
 	s := Summary{
 		Host:           run.Meta.Host,
 		Kernel:         run.Meta.Kernel,
-		ReqprofVersion: run.Meta.ReqprofVersion,
+		Version:        run.Meta.Version,
+		Commit:         run.Meta.Commit,
+		ReqprofVersion: run.Meta.Commit,
 		SyscallEntryNs: run.Meta.SyscallEntryNs,
 		DurationS:      float64(run.Duration.Round(time.Millisecond)/time.Millisecond) / 1000,
 		Targets:        make([]TargetSummary, 0, len(targets)),

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -12,29 +13,30 @@ import (
 	"github.com/reqprof/reqprof/report"
 )
 
-// compareUsage is the compare command's line of the usage text.
-const compareUsage = `  reqprof compare [--floor N|LABEL] [--json FILE|-] [--html FILE] RUN.json...`
-
 // compare sets side by side the targets of runs saved with --json, in the
 // order given: the first target of the first file is the baseline. It says
 // where the runs may not compare, and how much each target's CPU per request
 // moved between runs when a label recurs.
 func compare(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage:\n%s\n\nflags may come before or after the files:\n", compareUsage)
-		fs.PrintDefaults()
-	}
-	floor := fs.String("floor", "", "the floor, a bare server the others are measured above: its `N`, counted from 0 over all files' targets, or its label")
-	jsonPath := fs.String("json", "", "also write the combined result as JSON to this `FILE` (- for stdout, instead of the tables)")
-	htmlPath := fs.String("html", "", "also write the combined result as a self-contained page to this `FILE`")
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
+	c := newCommand("compare", "reqprof compare [flags] RUN.json...",
+		"Sets the targets of runs saved with attach --json side by side, in the order given: "+
+			"the first target of the first file is the baseline. It warns when the runs were taken "+
+			"on different hosts, kernels or reqprof builds, and gives the run-to-run spread of a label that recurs. "+
+			"Flags may come before or after the files.")
+	floor := c.String("floor", "", "`N|LABEL` the floor, a bare server the others are measured above: its number, counted from 0 over all files' targets, or its label")
+	jsonPath := c.String("json", "", "`FILE` also write the combined result as JSON to FILE (-: to stdout, instead of the tables)")
+	htmlPath := c.String("html", "", "`FILE` also write the combined result as a self-contained page to FILE")
+	paths, err := parseInterspersed(c.FlagSet, args)
+	if err := c.checkParse(err, stdout); err != nil {
 		return err
 	}
+	for _, out := range []struct{ flag, path string }{{"--json", *jsonPath}, {"--html", *htmlPath}} {
+		if err := checkOutput(out.flag, out.path); err != nil {
+			return err
+		}
+	}
 	if len(paths) == 0 {
-		return errors.New("compare needs a summary file (saved with attach --json FILE)")
+		return badInput("compare needs a run saved with attach --json FILE")
 	}
 
 	sources := make([]report.Source, 0, len(paths))
@@ -49,7 +51,7 @@ func compare(args []string, stdout, stderr io.Writer) error {
 	var opts report.CompareOptions
 	if *floor != "" {
 		if opts.Floor, err = findFloor(*floor, combined.Targets); err != nil {
-			return err
+			return inputError{err}
 		}
 		opts.WithFloor = true
 	}
@@ -97,15 +99,24 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// readSummary reads the run saved in path. Its errors name the file and
+// what is wrong with it, in one line.
 func readSummary(path string) (report.Summary, error) {
 	f, err := os.Open(path)
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return report.Summary{}, badInput("%s: %v", path, pathErr.Err)
+	}
 	if err != nil {
-		return report.Summary{}, err
+		return report.Summary{}, badInput("%s: %v", path, err)
 	}
 	defer f.Close()
 	s, err := report.ReadJSON(f)
+	if errors.As(err, &pathErr) {
+		return report.Summary{}, badInput("%s: %v", path, pathErr.Err)
+	}
 	if err != nil {
-		return report.Summary{}, fmt.Errorf("%s: %w", path, err)
+		return report.Summary{}, badInput("%s: %v", path, err)
 	}
 	return s, nil
 }

@@ -36,6 +36,11 @@ func TestCompareSavedRuns(t *testing.T) {
 	if !bytes.Equal(stdout.Bytes(), want) {
 		t.Errorf("output differs from %s (-update rewrites it)\ngot:\n%s\nwant:\n%s", golden, stdout.Bytes(), want)
 	}
+	// Columns of the same label are told apart by the file each came from.
+	if !bytes.Contains(stdout.Bytes(), []byte("rust-sdk (testdata/a.json) │")) || !bytes.Contains(stdout.Bytes(), []byte("rust-sdk (testdata/b.json) │")) ||
+		!bytes.Contains(stdout.Bytes(), []byte("baseline: rust-sdk (testdata/a.json);")) {
+		t.Errorf("the two rust-sdk columns are not told apart by their files:\n%s", stdout.Bytes())
+	}
 	// Whatever else changes, these must be said.
 	for _, warning := range []string{
 		"WARNING: runs were taken on different hosts: alpha (testdata/a.json), beta (testdata/b.json), unknown (testdata/old.json)",
@@ -96,15 +101,15 @@ func TestCompareRejects(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "compare needs a summary file"},
-		{[]string{"--floor", "0"}, "compare needs a summary file"},
+		{nil, "compare needs a run saved with attach --json FILE"},
+		{[]string{"--floor", "0"}, "compare needs a run saved with attach --json FILE"},
 		{[]string{"testdata/missing.json"}, "no such file"},
-		{[]string{notJSON}, notJSON + ": report: not a reqprof summary"},
+		{[]string{notJSON}, notJSON + ": not JSON: invalid character 'p'"},
 		{[]string{"testdata/a.json", "--floor", "2"}, "--floor 2: there are 2 targets"},
 		{[]string{"testdata/a.json", "--floor", "-1"}, "--floor -1: there are 2 targets"},
 		{[]string{"testdata/a.json", "--floor", "bare"}, `--floor "bare": no target has that label (labels: "rust-sdk", "python-sdk")`},
 		{[]string{"testdata/a.json", "testdata/b.json", "--floor", "rust-sdk"}, `--floor "rust-sdk": 2 targets have that label`},
-		{[]string{"testdata/a.json", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{[]string{"testdata/a.json", "--frobnicate"}, "unknown flag --frobnicate"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := compare(tc.args, &stdout, &stderr)

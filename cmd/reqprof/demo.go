@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 
 	"github.com/reqprof/reqprof/collector"
@@ -19,6 +19,28 @@ import (
 // demoServerCommand runs the bundled calibrated server; demo starts it as a
 // child process of this same binary so that nothing else need be installed.
 const demoServerCommand = "demo-server"
+
+// demoServerName is the demo servers' process name, which reports show
+// beside their pids: as children of this binary they would be "reqprof".
+const demoServerName = "calserver"
+
+// nameDemoServer renames this process, a demo server, to demoServerName:
+// every thread it has so far, which the ones it starts later take their
+// name from. A name is only shown: without it the server still serves.
+func nameDemoServer() {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		_ = os.WriteFile("/proc/self/task/"+task.Name()+"/comm", []byte(demoServerName), 0)
+	}
+}
+
+// count is n and its noun: "1 request", "2 requests".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
 
 // demoCall is the request both demo servers answer: an MCP tools/call.
 const demoCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}`
@@ -35,16 +57,27 @@ var demoServers = []struct {
 }
 
 func demo(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("demo", "reqprof demo [flags]",
+		"Starts two bundled servers that answer the same MCP tools/call, one lean and one heavy, "+
+			"loads them alike, and prints each one's report, the comparison, and each server's own measure of its CPU per request. "+
+			"Needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF.")
 	var out outputFlags
-	out.register(fs, 0)
-	requests := fs.Int("requests", 4000, "requests the demo load sends to each server")
-	conns := fs.Int("conns", 4, "connections the demo load opens to each server")
-	if err := fs.Parse(args); err != nil {
+	requests := c.Int("requests", 4000, "`N` requests the demo load sends to each server")
+	conns := c.Int("conns", 4, "`N` connections the demo load opens to each server")
+	out.register(c, "until the load is done")
+	if err := c.parse(args, stdout); err != nil {
 		return err
 	}
+	if c.NArg() > 0 {
+		return badInput("unexpected argument %q (demo takes flags only)", c.Arg(0))
+	}
+	if *requests < 1 || *conns < 1 {
+		return badInput("--requests %d, --conns %d: want 1 or more of each", *requests, *conns)
+	}
 	if err := out.validate(); err != nil {
+		return err
+	}
+	if err := checkHost(); err != nil {
 		return err
 	}
 
@@ -65,8 +98,8 @@ func demo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(stderr, "reqprof: demo load: %d MCP tools/call requests over %d connections to each of %d servers\n",
-		*requests, *conns, len(servers))
+	fmt.Fprintf(stderr, "reqprof: demo load: %s over %s to each of %d servers\n",
+		count(*requests, "MCP tools/call request", "MCP tools/call requests"), count(*conns, "connection", "connections"), len(servers))
 	loadErr := loadAll(ctx, servers, *conns, *requests)
 	cancel()
 	o := <-done
@@ -153,7 +186,7 @@ func stopDemoServers(servers []*calserver.Process) ([]calserver.Stats, error) {
 func writeTruths(w io.Writer, truths []calserver.Stats) {
 	fmt.Fprintln(w, "\neach server's own measure (CLOCK_THREAD_CPUTIME_ID around each request):")
 	for i, truth := range truths {
-		fmt.Fprintf(w, "  %-6s %d requests, %.1f µs CPU per request\n", demoServers[i].label, truth.Requests, truth.MeanCPUMicros())
+		fmt.Fprintf(w, "  %-6s %s, %.1f µs CPU per request\n", demoServers[i].label, count(int(truth.Requests), "request", "requests"), truth.MeanCPUMicros())
 	}
 }
 

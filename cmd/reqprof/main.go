@@ -10,7 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,28 +22,39 @@ import (
 	"github.com/reqprof/reqprof/report"
 )
 
-const usage = `usage:
-  reqprof attach --pid PID[=LABEL] [--pid ...] [--cgroup DIR[=LABEL]] [--follow-children]
-                 [--floor PID[=LABEL]] [--duration 10s] [--repeat N] [--json FILE|-] [--html FILE]
-                 [--group-by route|port|none] [--syscalls] [--no-payload]
-  reqprof demo   [--json FILE|-] [--html FILE]
-` + compareUsage + `
+// commands are what the top help lists, each with what it does.
+var commands = []struct{ name, does string }{
+	{"attach", "profile running processes: CPU per request, user and kernel, by route"},
+	{"demo", "start two bundled servers, load them alike and compare them"},
+	{"compare", "set runs saved with --json side by side"},
+	{"version", "print reqprof's version and the commit it was built from"},
+}
 
-attach profiles running processes until --duration passes, SIGINT/SIGTERM
-arrives, or every target exits; with several --pid, the first is the
-baseline the others are compared with. demo starts two bundled servers doing
-the same work with different machinery, loads them and compares them. compare
-sets runs saved with --json side by side. attach and demo need root (or
-CAP_BPF and CAP_PERFMON) and a kernel with BTF; run with --help for all flags.
-`
+// writeUsage writes the top help: the commands, one line each.
+func writeUsage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("usage: reqprof COMMAND [flags]\n\n")
+	b.WriteString("reqprof tells how many microseconds of CPU each request costs a live server.\n\n")
+	b.WriteString("commands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.does)
+	}
+	b.WriteString("\n" + wrap("reqprof COMMAND --help shows what a command does and its flags. "+
+		"attach and demo need root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF.", 0, helpWidth) + "\n")
+	io.WriteString(w, b.String())
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs reqprof with args and returns its exit code: 0, 1 when it
+// failed while running, 2 when it was given what it cannot run with (bad
+// flags or files, no such process, no privileges, a kernel it cannot run
+// on). Every error is one line on stderr.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		writeUsage(stderr)
 		return 2
 	}
 	var err error
@@ -54,22 +65,51 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = demo(args[1:], stdout, stderr)
 	case "compare":
 		err = compare(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		if len(args) > 1 {
+			err = badInput("%s takes no arguments", args[0])
+			break
+		}
+		ver, rev := thisBuild()
+		writeVersion(stdout, ver, rev)
 	case demoServerCommand:
+		nameDemoServer()
 		return calserver.Main(args[1:])
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
+	case "-h", "--help", "-help":
+		writeUsage(stdout)
+	case "help":
+		if len(args) > 1 && args[1] != "help" {
+			return run([]string{args[1], "--help"}, stdout, stderr)
+		}
+		writeUsage(stdout)
 	default:
-		err = fmt.Errorf("unknown command %q (try reqprof --help)", args[0])
+		err = badInput("unknown command %q (reqprof --help lists them)", args[0])
 	}
-	if errors.Is(err, flag.ErrHelp) {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reqprof: %v\n", err)
-		return 1
+	fmt.Fprintln(stderr, errorLine(err))
+	return exitCode(err)
+}
+
+// errorLine is err as the one line reqprof prints: "reqprof: " and the
+// error, unless the error already starts with reqprof's name.
+func errorLine(err error) string {
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	if strings.HasPrefix(msg, "reqprof ") {
+		return msg
 	}
-	return 0
+	return "reqprof: " + msg
+}
+
+// exitCode is 2 for an error in what reqprof was given or where it runs,
+// and 1 for any other.
+func exitCode(err error) int {
+	var input inputError
+	if errors.As(err, &input) || errors.Is(err, collector.ErrNoProcess) || errors.Is(err, collector.ErrUnsupported) {
+		return 2
+	}
+	return 1
 }
 
 // pidFlags collects repeated --pid PID[=LABEL].
@@ -81,7 +121,7 @@ func (p *pidFlags) Set(v string) error {
 	pidText, label, _ := strings.Cut(v, "=")
 	pid, err := strconv.Atoi(pidText)
 	if err != nil || pid <= 0 {
-		return fmt.Errorf("not a pid: %q", pidText)
+		return errors.New("not a process id: want PID or PID=LABEL")
 	}
 	*p = append(*p, collector.Target{PID: pid, Label: label})
 	return nil
@@ -112,25 +152,47 @@ type outputFlags struct {
 	noPayload    bool
 }
 
-func (o *outputFlags) register(fs *flag.FlagSet, defaultDuration time.Duration) {
-	fs.DurationVar(&o.duration, "duration", defaultDuration, "how long to profile (0: until Ctrl-C or every target exits)")
-	fs.StringVar(&o.jsonPath, "json", "", "also write the result as JSON to this file (- for stdout, instead of the tables)")
-	fs.StringVar(&o.htmlPath, "html", "", "also write the result as a self-contained page to this file")
-	fs.StringVar(&o.groupBy, "group-by", "route", "group requests by route, port or none")
-	fs.BoolVar(&o.allSyscalls, "syscalls", false, "show every syscall in the kernel cost table instead of folding the tail")
+// register defines the flags on c; duration says what --duration 0 does.
+func (o *outputFlags) register(c *command, duration string) {
+	c.DurationVar(&o.duration, "duration", 0, "`DURATION` how long to profile, such as 10s or 2m; 0: "+duration)
+	c.StringVar(&o.jsonPath, "json", "", "`FILE` also write the result as JSON to FILE (-: to stdout, instead of the tables)")
+	c.StringVar(&o.htmlPath, "html", "", "`FILE` also write the result as a self-contained page to FILE")
+	c.StringVar(&o.groupBy, "group-by", "route", "`route|port|none` how requests are grouped")
+	c.BoolVar(&o.allSyscalls, "syscalls", false, "show every syscall in the kernel cost table instead of folding the tail")
 	// 512 by default: an MCP request's JSON-RPC method usually starts past
 	// byte 256, behind the HTTP headers.
-	fs.IntVar(&o.captureBytes, "capture-bytes", collector.MaxCaptureBytes,
-		fmt.Sprintf("bytes of each request to read for naming it (1 to %d); they never leave reqprof", collector.MaxCaptureBytes))
-	fs.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
+	c.IntVar(&o.captureBytes, "capture-bytes", collector.MaxCaptureBytes,
+		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
+	c.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
 }
 
 func (o *outputFlags) validate() error {
 	if o.captureBytes < 1 || o.captureBytes > collector.MaxCaptureBytes {
-		return fmt.Errorf("--capture-bytes %d: want 1 to %d", o.captureBytes, collector.MaxCaptureBytes)
+		return badInput("--capture-bytes %d: want 1 to %d", o.captureBytes, collector.MaxCaptureBytes)
 	}
-	_, err := report.ParseGroupBy(o.groupBy)
-	return err
+	if o.duration < 0 {
+		return badInput("--duration %v: want 0 or more", o.duration)
+	}
+	if _, err := report.ParseGroupBy(o.groupBy); err != nil {
+		return inputError{err}
+	}
+	if err := checkOutput("--json", o.jsonPath); err != nil {
+		return err
+	}
+	return checkOutput("--html", o.htmlPath)
+}
+
+// checkOutput fails when the file flag names could not be created in its
+// directory: said at the start, not after the whole window was profiled.
+func checkOutput(flag, path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return badInput("%s %s: no directory %s to write it in", flag, path, dir)
+	}
+	return nil
 }
 
 func (o *outputFlags) config(targets []collector.Target) collector.Config {
@@ -142,44 +204,60 @@ func (o *outputFlags) config(targets []collector.Target) collector.Config {
 	}
 }
 
+// attachSynopsis is the first line of attach --help.
+const attachSynopsis = "reqprof attach --pid PID[=LABEL] [--pid ...] [flags]"
+
 func attach(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("attach", attachSynopsis,
+		"Profiles running processes, charging every nanosecond their threads spend on a CPU "+
+			"to the request being served, until --duration passes, SIGINT/SIGTERM arrives, or every target exits. "+
+			"With several targets, the first is the baseline the others are compared with. "+
+			"Needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF.")
 	var pids, floor pidFlags
-	var out outputFlags
-	fs.Var(&pids, "pid", "process to profile, PID or PID=LABEL (repeatable; the first is the baseline)")
-	fs.Var(&floor, "floor", "a bare server, PID or PID=LABEL, profiled too: the others' CPU is also shown above its own")
-	repeat := fs.Int("repeat", 1, "profile N windows in a row and report the spread between them")
-	followChildren := fs.Bool("follow-children", false, "also profile each target's child processes, present and future (pre-fork servers: give the master)")
 	var cgroups cgroupFlags
-	fs.Var(&cgroups, "cgroup", "profile every process of this cgroup v2 directory as one target, CGROUP or CGROUP=LABEL (repeatable)")
-	out.register(fs, 0)
-	if err := fs.Parse(args); err != nil {
+	var out outputFlags
+	c.Var(&pids, "pid", "`PID[=LABEL]` process to profile (repeatable; the first is the baseline)")
+	c.Var(&cgroups, "cgroup", "`DIR[=LABEL]` every process of this cgroup v2 directory, as one target (repeatable)")
+	followChildren := c.Bool("follow-children", false, "also profile each target's child processes, present and future (pre-fork servers: give the master)")
+	c.Var(&floor, "floor", "`PID[=LABEL]` a bare server, profiled too: the others' CPU is also shown above its own")
+	repeat := c.Int("repeat", 1, "`N` profile N windows in a row and report the spread between them (needs --duration)")
+	out.register(c, "until Ctrl-C or every target exits")
+	if err := c.parse(args, stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if c.NArg() > 0 {
+		return badInput("unexpected argument %q (attach takes flags only)", c.Arg(0))
 	}
 	pids = append(pids, cgroups...)
 	if len(pids) == 0 {
-		return errors.New("attach needs --pid PID or --cgroup DIR")
+		return badInput("attach needs --pid PID or --cgroup DIR")
 	}
 	if len(floor) > 1 {
-		return errors.New("--floor takes one process")
+		return badInput("--floor takes one process")
 	}
 	if *repeat < 1 {
-		return fmt.Errorf("--repeat %d: want at least 1", *repeat)
+		return badInput("--repeat %d: want at least 1", *repeat)
 	}
 	if *repeat > 1 && out.duration == 0 {
-		return errors.New("--repeat needs --duration for each window")
+		return badInput("--repeat needs --duration for each window")
 	}
 	if err := out.validate(); err != nil {
+		return err
+	}
+	targets := append(pids, floor...)
+	seen := map[int]bool{}
+	for _, t := range targets {
+		if t.PID != 0 && seen[t.PID] {
+			return badInput("pid %d given twice", t.PID)
+		}
+		seen[t.PID] = true
+	}
+	if err := checkHost(); err != nil {
 		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	targets := append(pids, floor...)
 	var runs []profile.Run
 	for i := range *repeat {
 		cfg := out.config(targets)
@@ -207,8 +285,9 @@ func writeReport(runs []profile.Run, out outputFlags, withFloor bool, stdout io.
 		return err
 	}
 	var sources []report.Source
+	ver, rev := thisBuild()
 	for i, run := range runs {
-		run.Meta.ReqprofVersion = version()
+		run.Meta.Version, run.Meta.Commit = ver, rev
 		sources = append(sources, report.Source{
 			Name:    fmt.Sprintf("run %d", i+1),
 			Summary: report.SummarizeWith(run, report.SummarizeOptions{GroupBy: groupBy}),
@@ -243,30 +322,6 @@ func writeReport(runs []profile.Run, out outputFlags, withFloor bool, stdout io.
 		return report.WriteJSON(stdout, summary)
 	}
 	return writeFile(out.jsonPath, func(w io.Writer) error { return report.WriteJSON(w, summary) })
-}
-
-// version is the VCS revision reqprof was built from, when Go recorded it.
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	revision, modified := "", false
-	for _, setting := range info.Settings {
-		switch setting.Key {
-		case "vcs.revision":
-			revision = setting.Value
-		case "vcs.modified":
-			modified = setting.Value == "true"
-		}
-	}
-	if len(revision) > 12 {
-		revision = revision[:12]
-	}
-	if revision != "" && modified {
-		revision += "-dirty"
-	}
-	return revision
 }
 
 func writeTables(w io.Writer, sources []report.Source, summary report.Summary, opts report.CompareOptions, allSyscalls bool) error {
