@@ -305,14 +305,13 @@ func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
 	if o == nil {
 		return
 	}
-	b.WriteString("\n" + overheadLine(o) + "\n")
+	b.WriteString("\nreqprof's own cost: " + overheadText(o) + "\n")
 }
 
-// overheadLine says what reqprof itself cost, for the terminal and the
+// overheadText says what reqprof itself cost, for the terminal and the
 // page alike.
-func overheadLine(o *OverheadSummary) string {
+func overheadText(o *OverheadSummary) string {
 	var b bytes.Buffer
-	b.WriteString("reqprof's own cost: ")
 	if o.BPFCPUUs == nil {
 		reason := o.BPFUnknown
 		if reason == "" {
