@@ -315,8 +315,10 @@ int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, un
 
 /* The window's end, first step (the programs above detached): each thread
  * adds what it holds to its destination, as when it leaves its CPU, and
- * its state is written out for the collector, as its tid (8 bytes) and
- * struct thread_state (a task storage map has no keys to iterate over). */
+ * its state is written out for the collector, as its ids (8 bytes: the
+ * tid in the low half, its process's tgid in the high half, so that the
+ * collector can name the thread from /proc/TGID/task/TID) and struct
+ * thread_state (a task storage map has no keys to iterate over). */
 SEC("iter/task")
 int settle_threads(struct bpf_iter__task *ctx)
 {
@@ -327,8 +329,8 @@ int settle_threads(struct bpf_iter__task *ctx)
 	if (!st)
 		return 0;
 	flush(st);
-	__u64 tid = task->pid;
-	bpf_seq_write(ctx->meta->seq, &tid, sizeof(tid));
+	__u64 ids = (__u64)(__u32)task->tgid << 32 | (__u32)task->pid;
+	bpf_seq_write(ctx->meta->seq, &ids, sizeof(ids));
 	bpf_seq_write(ctx->meta->seq, st, sizeof(*st));
 	return 0;
 }

@@ -30,6 +30,7 @@ func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta profil
 		stats[i] = sumStats(perCPU)
 	}
 	b := newRunBuilder(procs, res, stats)
+	b.threadName = threadName
 	var cookie uint64
 	var c reqprofConnState
 	iter := objs.Conns.Iterate()
@@ -87,6 +88,9 @@ type runBuilder struct {
 	targets []profile.Target
 	// open are the served connections open when the window closed.
 	open map[uint64]bool
+	// threadName is the name of thread tid of process tgid at the window's
+	// end, and false once it is gone; buildRun reads it from /proc.
+	threadName func(tgid, tid uint32) (string, bool)
 }
 
 // newRunBuilder starts from the targets' counters, summed over CPUs, and
@@ -164,19 +168,19 @@ func (b *runBuilder) addOpenConn(cookie uint64, c *reqprofConnState) {
 // addThreads counts the time threads were still on a CPU, or held back
 // inside a syscall, when the window closed at endNs: no event was left to
 // charge it. It goes to the request of the thread's connection if that is
-// open, else it is unattributed. Threads are named by their unattributed
-// CPU.
+// open, else it is unattributed. Each thread's unattributed CPU is named by
+// the thread.
 func (b *runBuilder) addThreads(threads []threadEntry, endNs uint64) {
 	live := make([][]profile.UnattributedSource, len(b.targets))
+	alive := make([]int, len(b.targets)) // threads of each target that had not exited
 	for _, th := range threads {
 		st := &th.state
 		if int(st.Target) >= len(b.targets) {
 			continue
 		}
 		t := &b.targets[st.Target]
-		if st.Serving.UnattributedNs > 0 {
-			live[st.Target] = append(live[st.Target], profile.UnattributedSource{TID: th.tid, Ns: st.Serving.UnattributedNs})
-		}
+		alive[st.Target]++
+		own := st.Serving.UnattributedNs
 		running := st.Clock.HeldNs
 		if st.Clock.RunStartNs != 0 && st.Clock.RunStartNs < endNs {
 			running += endNs - st.Clock.RunStartNs
@@ -185,15 +189,33 @@ func (b *runBuilder) addThreads(threads []threadEntry, endNs uint64) {
 			t.UnfinishedNs += running
 		} else {
 			t.UnattributedNs += running
+			own += running
 		}
 		// Debt is time charged beyond the kernel's accounting and not
 		// yet paid back. Threads run into it at the end of a slice, most
-		// often waiting outside any request, so it is taken from there.
+		// often waiting outside any request, so it is taken from there:
+		// from the thread's own unattributed CPU first.
 		t.UnattributedNs -= min(st.Clock.DebtNs, t.UnattributedNs)
+		own -= min(st.Clock.DebtNs, own)
+		if own > 0 {
+			live[st.Target] = append(live[st.Target], profile.UnattributedSource{TID: th.tid, Comm: b.name(th), Ns: own, Threads: 1})
+		}
 	}
 	for i := range b.targets {
-		b.targets[i].UnattributedSources = largestSources(live[i], b.targets[i].UnattributedNs)
+		t := &b.targets[i]
+		t.UnattributedSources = unattributedSources(live[i], t.UnattributedNs, t.Threads-alive[i])
 	}
+}
+
+// name is th's name at the window's end, or profile.ExitedThreads when it
+// has exited since the iterator saw it.
+func (b *runBuilder) name(th threadEntry) string {
+	if b.threadName != nil {
+		if name, ok := b.threadName(th.tgid, th.tid); ok {
+			return name
+		}
+	}
+	return profile.ExitedThreads
 }
 
 // run is the window's result, every finished request counted.
@@ -209,12 +231,13 @@ func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
 }
 
 type threadEntry struct {
-	tid   uint32
-	state reqprofThreadState
+	tid, tgid uint32
+	state     reqprofThreadState
 }
 
-// decodeThreads decodes what settle_threads wrote: each thread as its tid
-// (8 bytes) and its state.
+// decodeThreads decodes what settle_threads wrote: each thread as its ids
+// (8 bytes: its tid in the low half, its process's tgid in the high) and
+// its state.
 func decodeThreads(b []byte) ([]threadEntry, error) {
 	size := 8 + binary.Size(reqprofThreadState{})
 	if len(b)%size != 0 {
@@ -223,7 +246,8 @@ func decodeThreads(b []byte) ([]threadEntry, error) {
 	threads := make([]threadEntry, len(b)/size)
 	for i := range threads {
 		entry := b[i*size : (i+1)*size]
-		threads[i].tid = uint32(binary.NativeEndian.Uint64(entry))
+		ids := binary.NativeEndian.Uint64(entry)
+		threads[i].tid, threads[i].tgid = uint32(ids), uint32(ids>>32)
 		if _, err := binary.Decode(entry[8:], binary.NativeEndian, &threads[i].state); err != nil {
 			return nil, err
 		}
@@ -231,25 +255,39 @@ func decodeThreads(b []byte) ([]threadEntry, error) {
 	return threads, nil
 }
 
-// maxUnattributedSources is how many threads a report names.
-const maxUnattributedSources = 3
-
-// largestSources names the threads with the most unattributed CPU; what no
-// live thread accounts for is the threads that exited in the window.
-func largestSources(live []profile.UnattributedSource, total uint64) []profile.UnattributedSource {
+// unattributedSources are a target's unattributed CPU, total, by thread:
+// live, each thread that had some, named; what they do not account for
+// went to threads that exited in the window (exited of them), and is one
+// source. Largest first, ties by name and tid; they add up to total.
+func unattributedSources(live []profile.UnattributedSource, total uint64, exited int) []profile.UnattributedSource {
 	var sum uint64
 	for _, src := range live {
 		sum += src.Ns
 	}
-	if total > sum {
-		live = append(live, profile.UnattributedSource{Comm: "(exited)", Ns: total - sum})
+	sortSources := func() {
+		slices.SortFunc(live, func(a, b profile.UnattributedSource) int {
+			return cmp.Or(cmp.Compare(b.Ns, a.Ns), cmp.Compare(a.Comm, b.Comm), cmp.Compare(a.TID, b.TID))
+		})
 	}
-	slices.SortFunc(live, func(a, b profile.UnattributedSource) int { return cmp.Compare(b.Ns, a.Ns) })
-	live = live[:min(len(live), maxUnattributedSources)]
-	for i := range live {
-		if live[i].TID != 0 {
-			live[i].Comm = threadComm(live[i].TID)
+	sortSources()
+	switch {
+	case total > sum:
+		live = append(live, profile.UnattributedSource{Comm: profile.ExitedThreads, Ns: total - sum, Threads: max(1, exited)})
+		sortSources()
+	case sum > total:
+		// Debt a thread owed beyond its own unattributed CPU was taken
+		// from the target's: take it from the largest sources too.
+		excess := sum - total
+		for i := range live {
+			taken := min(excess, live[i].Ns)
+			live[i].Ns -= taken
+			excess -= taken
 		}
+		live = slices.DeleteFunc(live, func(src profile.UnattributedSource) bool { return src.Ns == 0 })
+		sortSources()
+	}
+	if len(live) == 0 {
+		return nil
 	}
 	return live
 }

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/reqprof/reqprof/profile"
@@ -81,13 +83,94 @@ func TestRunBuilderClassifiesTheWindowsEnd(t *testing.T) {
 	if want := uint64(500 + 60 - 25); got.UnattributedNs != want {
 		t.Errorf("unattributed %d ns, want %d", got.UnattributedNs, want)
 	}
-	if len(got.UnattributedSources) == 0 || got.UnattributedSources[0].Ns != 455 || got.UnattributedSources[0].Comm != "(exited)" {
-		t.Errorf("unattributed sources %+v: want the exited threads' 455 ns first", got.UnattributedSources)
+	// The thread whose connection closed had 80 ns of its own and the 60
+	// it held (with no names to read, it is named as exited); the rest of
+	// the counters' went to threads gone since.
+	wantSources := []profile.UnattributedSource{
+		{Comm: profile.ExitedThreads, Ns: 535 - 140, Threads: 1},
+		{Comm: profile.ExitedThreads, Ns: 140, Threads: 1},
+	}
+	if !reflect.DeepEqual(got.UnattributedSources, wantSources) {
+		t.Errorf("unattributed sources %+v, want %+v", got.UnattributedSources, wantSources)
 	}
 	if got.LostEvents != 3 || got.LostBreakdown["malformed"] != 2 || got.LostBreakdown["ring_buffer"] != 1 {
 		t.Errorf("lost %d %v, want 3: 1 ring buffer, 2 malformed", got.LostEvents, got.LostBreakdown)
 	}
 	if got.SchedCPUNs != 800 || got.Threads != 3 || got.BetweenRequestsNs != 40 || got.Label != "srv" {
 		t.Errorf("target %+v", got)
+	}
+}
+
+// Each thread's unattributed CPU is named by the thread, read under its
+// process at the window's end: a thread gone by then is named as exited,
+// and what no thread still alive accounts for went to the threads that
+// exited in the window, as many as were seen and are no longer there.
+func TestRunBuilderNamesUnattributedSources(t *testing.T) {
+	procs := []*process{{Target: Target{PID: 10}, comm: "srv"}, {Target: Target{PID: 20}, comm: "idle"}}
+	stats := []reqprofTargetStats{{ThreadsSeen: 6, UnattributedUserNs: 900, UnattributedKernelNs: 100}, {ThreadsSeen: 1}}
+	b := newRunBuilder(procs, newConsumeResult(2), stats)
+	names := map[[2]uint32]string{{10, 11}: "worker", {10, 12}: "worker", {10, 13}: "gc"}
+	var asked [][2]uint32
+	b.threadName = func(tgid, tid uint32) (string, bool) {
+		asked = append(asked, [2]uint32{tgid, tid})
+		name, ok := names[[2]uint32{tgid, tid}]
+		return name, ok
+	}
+	thread := func(tid, unattributedNs, debtNs uint64) threadEntry {
+		th := threadEntry{tid: uint32(tid), tgid: 10}
+		th.state.Serving.UnattributedNs = unattributedNs
+		th.state.Clock.DebtNs = debtNs
+		return th
+	}
+	running := thread(12, 200, 0)
+	running.state.Clock.RunStartNs = 9_950 // on a CPU, serving nothing, when the window closed
+	b.addThreads([]threadEntry{
+		thread(11, 300, 0), running, thread(13, 100, 40),
+		thread(14, 50, 0), // exited since the iterator saw it
+		thread(15, 0, 0),  // no unattributed CPU: not named
+	}, 10_000)
+	got := b.run(profile.Meta{}, 0, 10_000).Targets
+
+	// 1,000 ns counted, 50 more still running, 40 owed: 1,010, of which
+	// living threads account for 300 + 250 + 60 + 50.
+	if got[0].UnattributedNs != 1_010 {
+		t.Fatalf("unattributed %d ns, want 1,010", got[0].UnattributedNs)
+	}
+	want := []profile.UnattributedSource{
+		{Comm: profile.ExitedThreads, Ns: 350, Threads: 1},
+		{TID: 11, Comm: "worker", Ns: 300, Threads: 1},
+		{TID: 12, Comm: "worker", Ns: 250, Threads: 1},
+		{TID: 13, Comm: "gc", Ns: 60, Threads: 1},
+		{TID: 14, Comm: profile.ExitedThreads, Ns: 50, Threads: 1},
+	}
+	if !reflect.DeepEqual(got[0].UnattributedSources, want) {
+		t.Errorf("sources %+v\nwant %+v", got[0].UnattributedSources, want)
+	}
+	if got[1].UnattributedSources != nil {
+		t.Errorf("a target without unattributed CPU has sources %+v", got[1].UnattributedSources)
+	}
+	if len(asked) != 4 || asked[0] != [2]uint32{10, 11} {
+		t.Errorf("names asked for %v: want the four threads with unattributed CPU, by their process and tid", asked)
+	}
+}
+
+// Sources add up to the target's unattributed CPU: threads that exited
+// have what the living do not account for, as many threads as exited;
+// debt taken from the target beyond a thread's own is taken from the
+// largest sources.
+func TestUnattributedSourcesAddUp(t *testing.T) {
+	live := []profile.UnattributedSource{{TID: 2, Comm: "b", Ns: 10, Threads: 1}, {TID: 1, Comm: "a", Ns: 30, Threads: 1}}
+	got := unattributedSources(slices.Clone(live), 100, 3)
+	want := []profile.UnattributedSource{{Comm: profile.ExitedThreads, Ns: 60, Threads: 3}, live[1], live[0]}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sources %+v, want %+v", got, want)
+	}
+	got = unattributedSources(slices.Clone(live), 35, 0)
+	want = []profile.UnattributedSource{{TID: 1, Comm: "a", Ns: 25, Threads: 1}, {TID: 2, Comm: "b", Ns: 10, Threads: 1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sources over a smaller total %+v, want %+v", got, want)
+	}
+	if got := unattributedSources(slices.Clone(live), 0, 0); got != nil {
+		t.Errorf("sources of no unattributed CPU: %+v", got)
 	}
 }

@@ -126,7 +126,7 @@ func TestDecodeThreads(t *testing.T) {
 	want.Serving.Pending.UserNs = 99
 	want.Serving.Dirty = 1
 	want.Clock.DebtNs = 5
-	entry := binary.NativeEndian.AppendUint64(nil, 7)
+	entry := binary.NativeEndian.AppendUint64(nil, 3<<32|7) // tid 7 of process 3
 	entry, err := binary.Append(entry, binary.NativeEndian, &want)
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +135,8 @@ func TestDecodeThreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[1].tid != 7 || got[1].state != want {
-		t.Fatalf("decoded %+v, want two of tid 7 with %+v", got, want)
+	if len(got) != 2 || got[1].tid != 7 || got[1].tgid != 3 || got[1].state != want {
+		t.Fatalf("decoded %+v, want two of tid 7 of process 3 with %+v", got, want)
 	}
 	if _, err := decodeThreads(entry[:len(entry)-1]); err == nil {
 		t.Fatal("a truncated entry decoded without an error")

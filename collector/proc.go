@@ -189,11 +189,13 @@ func cgroupProcs(path string) ([]int, error) {
 	return pids, nil
 }
 
-// threadComm is a thread's name, or "?" once it is gone.
-func threadComm(tid uint32) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tid))
+// threadName is the name of thread tid of process tgid, and false once it
+// is gone. Read under its process, a tid reused by another process since
+// cannot lend it another's name.
+func threadName(tgid, tid uint32) (string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", tgid, tid))
 	if err != nil {
-		return "?"
+		return "", false
 	}
-	return strings.TrimSpace(string(b))
+	return strings.TrimSuffix(string(b), "\n"), true
 }

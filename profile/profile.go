@@ -32,12 +32,20 @@ type Request struct {
 	BytesOut uint64
 }
 
-// UnattributedSource is a thread's unattributed CPU.
+// UnattributedSource is CPU a target's thread spent on a CPU while serving
+// no request.
 type UnattributedSource struct {
-	TID  uint32 // 0 for the threads that exited in the window
-	Comm string // the thread's name
+	TID  uint32 // 0 for the threads that exited in the window, whose ids are gone
+	Comm string // the thread's name at the window's end, or ExitedThreads
 	Ns   uint64
+	// Threads is how many threads it stands for: 1 for a thread, or for
+	// the entry of TID 0, how many threads exited in the window.
+	Threads int
 }
+
+// ExitedThreads names the unattributed CPU of threads that exited before
+// the window's end, when their names could no longer be read.
+const ExitedThreads = "(exited)"
 
 // LatencyNs is wall time from its first byte read to its last byte written.
 func (r Request) LatencyNs() uint64 { return uint64(r.End - r.Start) }
@@ -95,9 +103,10 @@ type Target struct {
 	UnfinishedRequests int
 
 	UnattributedNs uint64 // target threads on a CPU while serving no request
-	// UnattributedSources names the threads with the most unattributed
-	// CPU, largest first (GC workers, timers, idle loops), so a user can
-	// judge it; threads that exited in the window are one entry.
+	// UnattributedSources say which threads UnattributedNs went to (GC
+	// workers, timers, idle loops), so a user can judge it: one entry per
+	// thread that had some, largest first, and one for the threads that
+	// exited in the window. They add up to UnattributedNs.
 	UnattributedSources []UnattributedSource
 	// BetweenRequestsNs is the part of AttributedNs a thread spent after
 	// writing a response and before its next request: the server's loop

@@ -110,9 +110,28 @@ func oneTargetRun() profile.Run {
 			OffCPUNs:           38_765_432_100,
 			UnfinishedRequests: 2, UnfinishedNs: 3_500_000,
 			UnattributedNs: 1_234_567, BetweenRequestsNs: 234_567,
-			SchedCPUNs: 24_900_000,
+			UnattributedSources: unattributedOneTarget(),
+			SchedCPUNs:          24_900_000,
 		}},
 	}
+}
+
+// unattributedOneTarget are the 1,234,567 ns of oneTargetRun's unattributed
+// CPU by thread: a pool of 8 workers, 3 threads that exited, and 5 names of
+// one thread each, of which the 2 smallest fold.
+func unattributedOneTarget() []profile.UnattributedSource {
+	sources := []profile.UnattributedSource{
+		{TID: 4250, Comm: "gc", Ns: 90_000, Threads: 1},
+		{Comm: profile.ExitedThreads, Ns: 200_000, Threads: 3},
+		{TID: 4251, Comm: "timer", Ns: 50_000, Threads: 1},
+		{TID: 4242, Comm: "uvicorn", Ns: 40_000, Threads: 1},
+		{TID: 4252, Comm: "log-flush", Ns: 15_000, Threads: 1},
+		{TID: 4253, Comm: "signal", Ns: 11_567, Threads: 1},
+	}
+	for i := range uint32(8) { // 100,000 ns to 107,000 ns: 828,000 ns
+		sources = append(sources, profile.UnattributedSource{TID: 4260 + i, Comm: "worker", Ns: 100_000 + 1000*uint64(i), Threads: 1})
+	}
+	return sources
 }
 
 func twoTargetsPartialRun() profile.Run {
@@ -132,8 +151,15 @@ func twoTargetsPartialRun() profile.Run {
 					"syscall:write": {Ns: 100_000, Calls: 8}, "syscall:read": {Ns: 40_000, Calls: 4}, "softirq:NET_RX": {Ns: 15_000},
 				}),
 				UnattributedNs: 3_250_000,
-				SchedCPUNs:     5_000_000, // reqprof saw 80%
-				LostEvents:     17,
+				// A thread can name itself anything: an escape sequence
+				// must not reach the terminal.
+				UnattributedSources: []profile.UnattributedSource{
+					{TID: 112, Comm: "tokio-runtime-w", Ns: 2_000_000, Threads: 1},
+					{TID: 113, Comm: "tokio-runtime-w", Ns: 1_000_000, Threads: 1},
+					{TID: 114, Comm: "\x1b[31mevil", Ns: 250_000, Threads: 1},
+				},
+				SchedCPUNs: 5_000_000, // reqprof saw 80%
+				LostEvents: 17,
 			},
 			{
 				PID: 99, Comm: "calserver", Label: "go-sdk", Threads: 9,

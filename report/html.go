@@ -17,9 +17,12 @@ import (
 // here, and it runs no script. It shows the comparison table (of
 // s.Comparison, as Summarize, Combine or the caller set it), a bar per
 // target of its mean CPU per request split into user time and kinds of
-// kernel time, each target's distributions, kernel costs, routes and CPU
-// histogram, and the run-to-run spread when s has one. Every text from
-// outside, such as comm, labels, routes or warnings, is escaped.
+// kernel time, the targets' CPU histograms (overlaid on one axis when
+// there are several), each target's distributions, kernel costs, routes,
+// the CPU seen with where its unattributed part went, and its threads'
+// waits, then reqprof's own cost and the run-to-run spread when s has
+// them. Every text from outside, such as comm, thread names, labels,
+// routes or warnings, is escaped.
 func WriteHTML(w io.Writer, s Summary) error {
 	page, err := newHTMLPage(s)
 	if err != nil {
@@ -85,8 +88,12 @@ type htmlPage struct {
 	Rows       [][]string
 	Legend     []htmlLegend
 	Split      htmlChart
-	Targets    []htmlTarget
-	Spread     *htmlTable
+	// Distributions overlays the targets' histograms, when there are
+	// several targets; else the target has its own.
+	Distributions *htmlFigure
+	Targets       []htmlTarget
+	Overhead      string
+	Spread        *htmlTable
 }
 
 type htmlTable struct {
@@ -100,24 +107,44 @@ type htmlLegend struct{ Name, Color string }
 
 type htmlChart struct {
 	Width, Height int
+	Class         string
+	Lines         []htmlLine // under the data: grid lines
 	Bars          []htmlBar
+	Paths         []htmlPath
+	Axes          []htmlLine // over the data: axes and their ticks
 	Texts         []htmlText
 }
 
 type htmlBar struct {
 	Class, X, Y, W, H, Color, Title string
-	Count                           int // histogram bars only
+	Opacity                         string // of its fill; "" for opaque
+	Count                           int    // one target's histogram bars only
+	Series                          int    // overlaid histogram bars: the target's index among those drawn
+	Share                           string // overlaid histogram bars: % of the target's requests
+}
+
+type htmlLine struct {
+	Class, X1, Y1, X2, Y2 string
+}
+
+type htmlPath struct {
+	Class, D, Color string
+	Series          int
 }
 
 type htmlText struct {
-	X, Y, Anchor, Text string
+	Class, X, Y, Anchor, Text string
+	Transform                 string // "" for none
 }
 
 type htmlTarget struct {
 	Name, Process, About string
 	Sample               string // says the percentiles and histogram come from a sample, when they do
 	Tables               []htmlTable
-	Histogram            *htmlChart
+	CPUSeen              string
+	Sources              *htmlTable
+	Waits                string
+	Histogram            *htmlFigure
 	NoHistogram          string // why there is none
 }
 
@@ -127,11 +154,6 @@ const (
 	splitLabelWidth = 190
 	splitBarWidth   = 380
 	splitRowHeight  = 30
-	histHeight      = 220
-	histLeft        = 56
-	histRight       = 16
-	histTop         = 16
-	histBottom      = 44
 )
 
 func newHTMLPage(s Summary) (htmlPage, error) {
@@ -158,13 +180,18 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 		page.Facts = append(page.Facts, "window "+tenths(s.DurationS)+" s")
 	}
 	names := columnNames(s.Targets)
+	overlaid := len(s.Targets) > 1
+	var series []histSeries
+	var undrawn []string
 	for i, t := range s.Targets {
 		ht := htmlTarget{
 			Name:    names[i],
 			Process: fmt.Sprintf("pid %d (%s)", t.PID, t.Comm),
 			About: fmt.Sprintf("%s %s, %s req/s", groupDigits(strconv.Itoa(t.Requests)),
 				plural(t.Requests, "finished request", "finished requests"), tenths(t.RequestsPerS)),
-			Sample: sampleNote(t, "percentiles and the histogram"),
+			Sample:  sampleNote(t, "percentiles and the histogram"),
+			CPUSeen: cpuSeenLine(t),
+			Waits:   waitsLine(t),
 		}
 		if t.Requests > 0 {
 			header, rows := distCells(t)
@@ -176,24 +203,49 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 		if header, rows := routeCells(t); rows != nil {
 			ht.Tables = append(ht.Tables, htmlTable{Title: routesTitle, Header: header, Rows: rows})
 		}
+		if header, rows := sourceCells(t); rows != nil {
+			ht.Sources = &htmlTable{Title: sourcesTitle, Header: header, Rows: rows}
+		}
 		switch {
+		case t.CPUHistogram != nil && overlaid:
+			series = append(series, histSeries{Name: describe(t), Color: seriesColors[len(series)%len(seriesColors)], Hist: *t.CPUHistogram})
 		case t.CPUHistogram != nil:
-			chart := histogramChart(*t.CPUHistogram)
-			ht.Histogram = &chart
-		case t.Requests == 0:
-			ht.NoHistogram = "No finished requests to draw."
-		case !percentilesKnown(t.SampledRequests):
-			ht.NoHistogram = "No histogram: the sample holds no request."
+			figure := histogramFigure(*t.CPUHistogram, t.SampledRequests != nil)
+			ht.Histogram = &figure
+		case overlaid:
+			undrawn = append(undrawn, describe(t)+": "+noHistogram(t))
 		default:
-			ht.NoHistogram = "No histogram: the summary was written by a reqprof that made none."
+			ht.NoHistogram = noHistogram(t)
 		}
 		page.Targets = append(page.Targets, ht)
+	}
+	if overlaid {
+		figure := htmlFigure{Title: "CPU per request: each target's distribution"}
+		if len(series) > 0 {
+			figure = overlayFigure(series)
+		}
+		figure.Notes = undrawn
+		page.Distributions = &figure
+	}
+	if s.Overhead != nil {
+		page.Overhead = overheadText(s.Overhead)
 	}
 	if len(s.Spread) > 0 {
 		header, rows := spreadCells(s.Spread)
 		page.Spread = &htmlTable{Title: spreadTitle, Header: header, Rows: rows}
 	}
 	return page, nil
+}
+
+// noHistogram says why t has no histogram to draw.
+func noHistogram(t TargetSummary) string {
+	switch {
+	case t.Requests == 0:
+		return "No finished requests to draw."
+	case !percentilesKnown(t.SampledRequests):
+		return "No histogram: the sample holds no request."
+	}
+	return "No histogram: the summary was written by a reqprof that made none."
 }
 
 // splitChart draws a bar per target of its mean CPU per request, parts
@@ -245,44 +297,6 @@ func splitChart(targets []TargetSummary) (htmlChart, []htmlLegend) {
 	return chart, legend
 }
 
-// histogramChart draws h as bars of equal width, one per bucket: buckets
-// widen with CPU, so the axis is labelled at its ends and middle.
-func histogramChart(h Histogram) htmlChart {
-	chart := htmlChart{Width: chartWidth, Height: histHeight}
-	plotWidth := float64(chartWidth - histLeft - histRight)
-	plotHeight := float64(histHeight - histTop - histBottom)
-	bottom := float64(histTop) + plotHeight
-	slot := plotWidth / float64(len(h.Counts))
-	tallest := slices.Max(h.Counts)
-	for i, n := range h.Counts {
-		height := scaled(float64(n), float64(tallest), plotHeight)
-		chart.Bars = append(chart.Bars, htmlBar{
-			Class: "bin", X: px(histLeft + float64(i)*slot + 1), Y: px(bottom - height),
-			W: px(max(1, slot-2)), H: px(height), Color: histogramColor, Count: n,
-			Title: fmt.Sprintf("%s to %s µs: %s %s", tenths(h.EdgesUs[i]), tenths(h.EdgesUs[i+1]),
-				groupDigits(strconv.Itoa(n)), plural(n, "request", "requests")),
-		})
-	}
-	below := px(bottom + 18)
-	// One bucket has no middle edge of its own.
-	for _, i := range slices.Compact([]int{0, len(h.Counts) / 2, len(h.Counts)}) {
-		anchor := "middle"
-		switch i {
-		case 0:
-			anchor = "start"
-		case len(h.Counts):
-			anchor = "end"
-		}
-		chart.Texts = append(chart.Texts, htmlText{X: px(histLeft + float64(i)*slot), Y: below, Anchor: anchor, Text: tenths(h.EdgesUs[i])})
-	}
-	chart.Texts = append(chart.Texts,
-		htmlText{X: px(histLeft + plotWidth/2), Y: px(bottom + 38), Anchor: "middle", Text: "CPU µs per request"},
-		htmlText{X: px(histLeft - 6), Y: px(histTop + 10), Anchor: "end", Text: groupDigits(strconv.Itoa(tallest))},
-		htmlText{X: px(histLeft - 6), Y: px(bottom), Anchor: "end", Text: "0"},
-	)
-	return chart
-}
-
 // scaled is value's length on a scale where full is length, or 0 for
 // nothing to scale by.
 func scaled(value, full, length float64) float64 {
@@ -316,13 +330,16 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; } h3 { font-size: 14px; margin-bottom: 2px; }
 h4 { font-size: 13px; font-weight: normal; color: #555; margin: 12px 0 4px; }
-.facts, .about { color: #555; }
+.facts, .about, .note { color: #555; }
 .warning { color: #a40000; }
 table { border-collapse: collapse; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; white-space: nowrap; }
 td:not(:first-child), th:not(:first-child) { text-align: right; }
 th { background: #f3f3f3; }
 svg text { font: 12px system-ui, sans-serif; fill: #222; }
+svg text.tick { fill: #555; }
+svg line.axis, svg line.tick { stroke: #555; }
+svg line.grid { stroke: #e4e4e4; }
 .legend span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 12px; vertical-align: middle; }
 </style>
 </head>
@@ -336,6 +353,11 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 <h2>Mean CPU per request</h2>
 <p class="legend">{{range .Legend}}<span style="background: {{.Color}}"></span>{{.Name}}{{end}}</p>
 {{template "chart" .Split}}
+{{with .Distributions}}<section class="figure">
+<h2 class="chart-title">{{.Title}}</h2>
+{{template "figure" .}}
+</section>
+{{end}}
 {{range .Targets}}
 <section class="target">
 <h3>{{.Name}}</h3>
@@ -344,8 +366,17 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 {{end}}{{range .Tables}}<h4>{{.Title}}</h4>
 {{template "table" .}}
 {{with .Note}}<p>{{.}}</p>
-{{end}}{{end}}{{with .Histogram}}{{template "chart" .}}{{else}}<p>{{.NoHistogram}}</p>{{end}}
-</section>
+{{end}}{{end}}<p class="cpu-seen">{{.CPUSeen}}</p>
+{{with .Sources}}<h4>{{.Title}}</h4>
+{{template "table" .}}
+{{end}}{{with .Waits}}<p class="waits">{{.}}</p>
+{{end}}{{with .Histogram}}<h4 class="chart-title">{{.Title}}</h4>
+{{template "figure" .}}
+{{else}}{{with .NoHistogram}}<p>{{.}}</p>
+{{end}}{{end}}</section>
+{{end}}
+{{with .Overhead}}<h2>reqprof's own cost</h2>
+<p class="overhead">{{.}}</p>
 {{end}}
 {{with .Spread}}<h2>{{.Title}}</h2>
 {{template "table" .}}{{end}}
@@ -355,8 +386,15 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 <tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table>{{end}}
-{{define "chart"}}<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}">
-{{range .Bars}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Color}}"{{if eq .Class "bin"}} data-count="{{.Count}}"{{end}}><title>{{.Title}}</title></rect>
-{{end}}{{range .Texts}}<text x="{{.X}}" y="{{.Y}}" text-anchor="{{.Anchor}}">{{.Text}}</text>
+{{define "figure"}}{{if .Legend}}<p class="legend">{{range .Legend}}<span style="background: {{.Color}}"></span>{{.Name}}{{end}}</p>
+{{end}}{{if .Chart.Width}}{{template "chart" .Chart}}
+{{end}}{{range .Notes}}<p class="note">{{.}}</p>
+{{end}}{{end}}
+{{define "chart"}}<svg xmlns="http://www.w3.org/2000/svg"{{with .Class}} class="{{.}}"{{end}} width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}">
+{{range .Lines}}<line class="{{.Class}}" x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}"/>
+{{end}}{{range .Bars}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Color}}"{{with .Opacity}} fill-opacity="{{.}}"{{end}}{{if eq .Class "bin"}} data-count="{{.Count}}"{{end}}{{if eq .Class "share"}} data-series="{{.Series}}" data-share="{{.Share}}"{{end}}><title>{{.Title}}</title></rect>
+{{end}}{{range .Paths}}<path class="{{.Class}}" d="{{.D}}" fill="none" stroke="{{.Color}}" stroke-width="2" data-series="{{.Series}}"/>
+{{end}}{{range .Axes}}<line class="{{.Class}}" x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}"/>
+{{end}}{{range .Texts}}<text{{with .Class}} class="{{.}}"{{end}} x="{{.X}}" y="{{.Y}}" text-anchor="{{.Anchor}}"{{with .Transform}} transform="{{.}}"{{end}}>{{.Text}}</text>
 {{end}}</svg>{{end}}
 `))

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -47,12 +48,9 @@ func runChromium(t *testing.T, chromium string, args ...string) []byte {
 	return stdout.Bytes()
 }
 
-// TestHTMLInChromium has a real browser lay out and paint the page: the
-// bars it built from the page must be the ones drawn, and the picture must
-// show every chart in its colours.
-func TestHTMLInChromium(t *testing.T) {
-	chromium := chromiumPath(t)
-	s := sdkSummary(t)
+// writePage writes s's page to a file and returns its URL.
+func writePage(t *testing.T, s Summary) string {
+	t.Helper()
 	pagePath := filepath.Join(t.TempDir(), "page.html")
 	f, err := os.Create(pagePath)
 	if err != nil {
@@ -64,58 +62,121 @@ func TestHTMLInChromium(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	url := "file://" + pagePath
+	return "file://" + pagePath
+}
+
+// TestHTMLInChromium has a real browser lay out and paint the pages of a
+// comparison and of one target: the bars and labels it built from them
+// must be the ones drawn, and the pictures must show every chart in its
+// colours.
+func TestHTMLInChromium(t *testing.T) {
+	chromium := chromiumPath(t)
+	compared := sdkSummary(t)
+	comparedURL := writePage(t, compared)
+	one := Summarize(oneTargetRun())
+	oneURL := writePage(t, one)
 
 	t.Run("DOM", func(t *testing.T) {
-		dom := string(runChromium(t, chromium, "--dump-dom", url))
-		bins := binPattern.FindAllStringSubmatch(dom, -1)
-		var buckets, drawn int
-		for _, target := range s.Targets {
-			buckets += len(target.CPUHistogram.Counts)
-			for _, n := range target.CPUHistogram.Counts {
-				if n > 0 {
-					drawn++
+		dom := string(runChromium(t, chromium, "--dump-dom", comparedURL))
+		// The compared targets' histograms are one chart, an outline and
+		// bars per target, and no chart of their own.
+		if n := strings.Count(dom, `class="overlay"`); n != 1 {
+			t.Errorf("browser built %d overlaid charts, want 1", n)
+		}
+		if bins := binPattern.FindAllString(dom, -1); len(bins) != 0 {
+			t.Errorf("browser built %d bars of separate histograms", len(bins))
+		}
+		if outlines := outlinePattern.FindAllString(dom, -1); len(outlines) != len(compared.Targets) {
+			t.Errorf("browser built %d outlines, want one per target: %d", len(outlines), len(compared.Targets))
+		}
+		hists := make([]Histogram, len(compared.Targets))
+		for i, target := range compared.Targets {
+			hists[i] = *target.CPUHistogram
+		}
+		var slots int
+		for _, h := range hists {
+			for _, share := range slotShares(h, axisOf(hists), overlaySlots) {
+				if share > 0 {
+					slots++
 				}
 			}
 		}
-		if len(bins) != buckets {
-			t.Fatalf("browser built %d histogram bars, want %d", len(bins), buckets)
-		}
-		var tall int
-		for _, bin := range bins {
-			if height, err := strconv.ParseFloat(bin[1], 64); err == nil && height > 0 {
-				tall++
-			}
-		}
-		if tall != drawn {
-			t.Errorf("%d bars have height, want one per bucket with requests: %d", tall, drawn)
+		if shares := sharePattern.FindAllString(dom, -1); len(shares) != slots {
+			t.Errorf("browser built %d bars of the overlay, want one per slot a target has requests in: %d", len(shares), slots)
 		}
 		var want int
-		for _, target := range s.Targets {
+		for _, target := range compared.Targets {
 			want += len(cpuParts(target))
 		}
 		if parts := partPattern.FindAllStringSubmatch(dom, -1); len(parts) != want {
 			t.Errorf("browser built %d parts of CPU bars, want %d", len(parts), want)
 		}
+		for _, label := range []string{
+			">CPU per request (µs), log scale</text>", ">share of its requests</text>",
+			`<h2 class="chart-title">CPU per request: each target's distribution</h2>`,
+			`<p class="waits">`, `<p class="cpu-seen">`,
+		} {
+			if !strings.Contains(dom, label) {
+				t.Errorf("browser built no %q", label)
+			}
+		}
+
+		// One target's histogram is a bar per bucket, with requests tall.
+		dom = string(runChromium(t, chromium, "--dump-dom", oneURL))
+		bins := binPattern.FindAllStringSubmatch(dom, -1)
+		h := one.Targets[0].CPUHistogram
+		if len(bins) != len(h.Counts) {
+			t.Fatalf("browser built %d histogram bars, want %d", len(bins), len(h.Counts))
+		}
+		var tall, drawn int
+		for i, bin := range bins {
+			if height, err := strconv.ParseFloat(bin[1], 64); err == nil && height > 0 {
+				tall++
+			}
+			if h.Counts[i] > 0 {
+				drawn++
+			}
+		}
+		if tall != drawn {
+			t.Errorf("%d bars have height, want one per bucket with requests: %d", tall, drawn)
+		}
+		for _, label := range []string{
+			">CPU per request (µs), log scale</text>", ">requests</text>",
+			`<h4 class="chart-title">CPU per request: histogram</h4>`,
+			"<td>worker</td><td>8</td>", "<h4>unattributed CPU by thread name, largest first</h4>",
+			">reqprof's own cost</h2>",
+		} {
+			if !strings.Contains(dom, label) {
+				t.Errorf("browser built no %q", label)
+			}
+		}
 	})
 
 	t.Run("screenshot", func(t *testing.T) {
-		shot := filepath.Join(t.TempDir(), "page.png")
-		runChromium(t, chromium, "--screenshot="+shot, "--window-size=1000,1700", "--hide-scrollbars",
-			"--force-device-scale-factor=1", url)
-		img := decodePNG(t, shot)
-		counts := countColors(img)
-		bounds := img.Bounds()
-		if painted := bounds.Dx()*bounds.Dy() - counts[color.RGBA{255, 255, 255, 255}]; painted < 20_000 {
-			t.Errorf("only %d pixels are not white: the page is blank", painted)
-		}
 		// A bar of 1,300 requests' histogram is 20 px wide or so and up to
-		// 160 high; a CPU part is at least a few px wide and 20 high.
-		for name, hex := range map[string]string{
-			"histogram": histogramColor, "user": partColors[0], "syscalls": partColors[1],
-		} {
-			if n := counts[parseHex(t, hex)]; n < 300 {
-				t.Errorf("%d pixels of the %s colour %s: its bars were not painted", n, name, hex)
+		// 160 high; a CPU part is at least a few px wide and 20 high; an
+		// outline is 2 px wide around bars of its target's requests.
+		colours := map[string]map[string]string{
+			comparedURL: {
+				"user": partColors[0], "syscalls": partColors[1],
+				"first target": seriesColors[0], "second target": seriesColors[1], "third target": seriesColors[2],
+			},
+			oneURL: {"histogram": histogramColor, "user": partColors[0]},
+		}
+		for url, want := range colours {
+			shot := filepath.Join(t.TempDir(), "page.png")
+			runChromium(t, chromium, "--screenshot="+shot, "--window-size=1000,2600", "--hide-scrollbars",
+				"--force-device-scale-factor=1", url)
+			img := decodePNG(t, shot)
+			counts := countColors(img)
+			bounds := img.Bounds()
+			if painted := bounds.Dx()*bounds.Dy() - counts[color.RGBA{255, 255, 255, 255}]; painted < 20_000 {
+				t.Errorf("%s: only %d pixels are not white: the page is blank", url, painted)
+			}
+			for name, hex := range want {
+				if n := counts[parseHex(t, hex)]; n < 300 {
+					t.Errorf("%s: %d pixels of the %s colour %s: its bars were not painted", url, n, name, hex)
+				}
 			}
 		}
 	})

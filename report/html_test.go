@@ -2,8 +2,11 @@ package report
 
 import (
 	"bytes"
+	"html"
+	"math"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,34 +95,26 @@ func routed(reqs []profile.Request, route string) []profile.Request {
 	return reqs
 }
 
-// Each bucket is drawn as a bar as tall as its count, each part of the CPU
-// as a bar as long as its mean; a target without requests is said to have
-// none, and draws no histogram.
+// One target's histogram is a bar per bucket, as tall as its count; each
+// part of the CPU is a bar as long as its mean.
 func TestHTMLCharts(t *testing.T) {
-	s := sdkSummary(t)
-	s.Targets = append(s.Targets, TargetSummary{PID: 9, Comm: "idle", Warnings: []string{}})
-	s.Comparison = compare(s, CompareOptions{})
+	s := Summarize(oneTargetRun())
 	page := writeHTMLString(t, s)
 
 	bins := binPattern.FindAllStringSubmatch(page, -1)
-	var buckets int
-	for _, t := range s.Targets {
-		if t.CPUHistogram != nil {
-			buckets += len(t.CPUHistogram.Counts)
-		}
-	}
-	if len(bins) != buckets {
-		t.Errorf("%d histogram bars, want one per bucket: %d", len(bins), buckets)
+	if want := len(s.Targets[0].CPUHistogram.Counts); len(bins) != want {
+		t.Errorf("%d histogram bars, want one per bucket: %d", len(bins), want)
 	}
 	for _, bin := range bins {
 		if (bin[2] == "0") != (bin[1] == "0.0") {
 			t.Errorf("bar of count %s is %s high", bin[2], bin[1])
 		}
 	}
+	if strings.Contains(page, `class="overlay"`) {
+		t.Errorf("one target's histogram is overlaid")
+	}
 	parts := partPattern.FindAllStringSubmatch(page, -1)
-	// User, syscalls, softirq and irq for the SDKs; the bare server has no
-	// irq time.
-	if want := 4 + 4 + 3; len(parts) != want {
+	if want := len(cpuParts(s.Targets[0])); len(parts) != want {
 		t.Errorf("%d parts of CPU bars, want %d", len(parts), want)
 	}
 	for _, p := range parts {
@@ -127,14 +122,109 @@ func TestHTMLCharts(t *testing.T) {
 			t.Errorf("CPU part of zero width: %s", p[0])
 		}
 	}
-	if !strings.Contains(page, "no finished requests") || !strings.Contains(page, "No finished requests to draw.") {
-		t.Errorf("idle target not said to have no requests")
+	// 1 µs to 200 µs in growing buckets: a log axis, labelled.
+	for _, want := range []string{
+		`<h4 class="chart-title">CPU per request: histogram</h4>`,
+		`<text class="axis-label" x="404.0" y="248.0" text-anchor="middle">CPU per request (µs), log scale</text>`,
+		`transform="rotate(-90 14 110.0)">requests</text>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+// Compared targets' histograms are one chart: a colour each, on one axis,
+// each as shares of its requests that add up to 100%; a target without
+// requests is said to have none.
+func TestHTMLOverlaidHistograms(t *testing.T) {
+	s := sdkSummary(t)
+	s.Targets = append(s.Targets, TargetSummary{PID: 9, Comm: "idle", Warnings: []string{}})
+	s.Comparison = compare(s, CompareOptions{})
+	page := writeHTMLString(t, s)
+
+	if n := strings.Count(page, `<svg xmlns="http://www.w3.org/2000/svg" class="overlay"`); n != 1 {
+		t.Fatalf("%d overlaid charts, want 1", n)
+	}
+	if bins := binPattern.FindAllString(page, -1); len(bins) != 0 {
+		t.Errorf("%d bars of separate histograms next to the overlay", len(bins))
+	}
+	drawn := 0
+	for _, target := range s.Targets {
+		if target.CPUHistogram != nil {
+			drawn++
+		}
+	}
+	outlines := outlinePattern.FindAllStringSubmatch(page, -1)
+	if len(outlines) != drawn {
+		t.Fatalf("%d outlines, want one per target with requests: %d", len(outlines), drawn)
+	}
+	colors := map[string]bool{}
+	for i, o := range outlines {
+		if o[2] != strconv.Itoa(i) || colors[o[1]] {
+			t.Errorf("outline %d is of series %s in %s, a colour already used", i, o[2], o[1])
+		}
+		colors[o[1]] = true
+	}
+	sums := make([]float64, drawn)
+	for _, bar := range sharePattern.FindAllStringSubmatch(page, -1) {
+		if bar[1] == "0.0" {
+			t.Errorf("share bar of no height: %s", bar[0])
+		}
+		series, _ := strconv.Atoi(bar[3])
+		share, _ := strconv.ParseFloat(bar[4], 64)
+		if !colors[bar[2]] || series >= drawn {
+			t.Fatalf("share bar of no outlined series: %s", bar[0])
+		}
+		sums[series] += share
+	}
+	for i, sum := range sums {
+		if math.Abs(sum-100) > 0.1 {
+			t.Errorf("series %d: shares add up to %.2f%%, want 100%%", i, sum)
+		}
+	}
+	for _, want := range []string{
+		`<h2 class="chart-title">CPU per request: each target&#39;s distribution</h2>`,
+		"CPU per request (µs), log scale", "share of its requests</text>",
+		`<span style="background: #1f77b4"></span>rust-sdk (pid 2101)<span`,
+		"idle): No finished requests to draw.", "no finished requests",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+// Each target's CPU seen, where its unattributed CPU went and its threads'
+// waits are on the page, as in the table, and reqprof's own cost.
+func TestHTMLTargetLines(t *testing.T) {
+	// As a browser reads it: the template escapes more than it must.
+	page := html.UnescapeString(writeHTMLString(t, Summarize(oneTargetRun())))
+	for _, want := range []string{
+		`<p class="cpu-seen">CPU seen: 24.8 ms = attributed 23.6 ms (95.0%) (of which 0.2 ms in the server's loop after responses) + unattributed 1.2 ms (5.0%); kernel accounting 24.9 ms (reqprof saw 99.74%)</p>`,
+		"<h4>unattributed CPU by thread name, largest first</h4>",
+		"<tr><td>worker</td><td>8</td><td>0.83</td><td>67.1%</td></tr>",
+		"<tr><td>other (2 names)</td><td>2</td><td>0.03</td><td>2.2%</td></tr>",
+		`<p class="waits">threads waited, in requests or not: 12.3 ms on a run queue, 38,765.4 ms blocked</p>`,
+		"<h2>reqprof's own cost</h2>",
+		`<p class="overhead">BPF 0.3 ms over the window`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// A thread may name itself anything: it stays text.
+	two := writeHTMLString(t, Summarize(twoTargetsPartialRun()))
+	if !strings.Contains(two, "<td>\x1b[31mevil</td>") {
+		t.Errorf("page lacks the thread named with an escape sequence")
 	}
 }
 
 var (
-	binPattern  = regexp.MustCompile(`<rect class="bin" x="[0-9.]+" y="[0-9.]+" width="[0-9.]+" height="([0-9.]+)" fill="#[0-9a-f]{6}" data-count="([0-9]+)">`)
-	partPattern = regexp.MustCompile(`<rect class="part" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="[0-9.]+" fill="#[0-9a-f]{6}">`)
+	binPattern     = regexp.MustCompile(`<rect class="bin" x="[0-9.]+" y="[0-9.]+" width="[0-9.]+" height="([0-9.]+)" fill="#[0-9a-f]{6}" data-count="([0-9]+)">`)
+	partPattern    = regexp.MustCompile(`<rect class="part" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="[0-9.]+" fill="#[0-9a-f]{6}">`)
+	sharePattern   = regexp.MustCompile(`<rect class="share" x="[0-9.]+" y="[0-9.]+" width="[0-9.]+" height="([0-9.]+)" fill="(#[0-9a-f]{6})" fill-opacity="[0-9.]+" data-series="([0-9]+)" data-share="([0-9.]+)">`)
+	outlinePattern = regexp.MustCompile(`<path class="outline" d="[MVH0-9 ]+" fill="none" stroke="(#[0-9a-f]{6})" stroke-width="2" data-series="([0-9]+)"/?>`)
 )
 
 // A bar's kernel parts group the causes of a summary, read back from their

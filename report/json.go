@@ -41,6 +41,7 @@ var (
 	requiredDistKeys       = []string{"mean", "p50", "p90", "p99", "max"}
 	requiredCtxSwitchKeys  = []string{"voluntary", "involuntary"}
 	requiredRouteKeys      = []string{"route", "requests", "cpu_us", "user_us", "kernel_us", "latency_us"}
+	requiredSourceKeys     = []string{"thread", "threads", "cpu_ms", "share"}
 	routeDistKeys          = []string{"cpu_us", "user_us", "kernel_us", "latency_us"}
 )
 
@@ -91,6 +92,9 @@ func ReadJSON(r io.Reader) (Summary, error) {
 		}
 		if len(t.Routes) == 0 {
 			t.Routes = nil
+		}
+		if len(t.UnattributedSources) == 0 {
+			t.UnattributedSources = nil
 		}
 	}
 	if s.Comparison != nil && s.Comparison.Warnings == nil {
@@ -174,6 +178,9 @@ func checkRequiredKeys(data []byte) error {
 		if err := requireObjectKeys(t, where, []string{"ctx_switches_per_request"}, requiredCtxSwitchKeys, true); err != nil {
 			return err
 		}
+		if err := requireListKeys(t, where, "unattributed_sources", requiredSourceKeys); err != nil {
+			return err
+		}
 		raw, ok := t["routes"]
 		if !ok {
 			continue
@@ -190,6 +197,25 @@ func checkRequiredKeys(data []byte) error {
 			if err := requireObjectKeys(r, where, routeDistKeys, requiredDistKeys, false); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// requireListKeys checks that each object of object's list at key, if it
+// has one, has the keys required.
+func requireListKeys(object map[string]json.RawMessage, where, key string, required []string) error {
+	raw, ok := object[key]
+	if !ok {
+		return nil
+	}
+	var list []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return err
+	}
+	for i, item := range list {
+		if err := requireKeys(item, fmt.Sprintf("%s.%s[%d]", where, key, i), required); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -333,6 +359,17 @@ func checkTarget(t TargetSummary, where string) []error {
 				errs = append(errs, fmt.Errorf("%s.%s has %v, want 0 to %v", where, f.key, x, f.most))
 				break
 			}
+		}
+	}
+	for i, src := range t.UnattributedSources {
+		where := fmt.Sprintf("%s.unattributed_sources[%d]", where, i)
+		switch {
+		case src.Threads < 0 || src.Names < 0:
+			errs = append(errs, fmt.Errorf("%s counts %d threads of %d names, want >= 0", where, src.Threads, src.Names))
+		case src.CPUMs < 0:
+			errs = append(errs, fmt.Errorf("%s.cpu_ms is %v, want >= 0", where, src.CPUMs))
+		case src.Share < 0 || src.Share > 1:
+			errs = append(errs, fmt.Errorf("%s.share is %v, want 0 to 1", where, src.Share))
 		}
 	}
 	if t.LostBreakdown != nil {

@@ -37,6 +37,11 @@ func TestReadJSONRejects(t *testing.T) {
 		{"negative duration", strings.Replace(minimalSummary, `"duration_s": 1`, `"duration_s": -1`, 1), "duration_s is -1"},
 		{"negative requests", strings.Replace(minimalSummary, `"requests": 0`, `"requests": -3`, 1), "targets[0].requests is -3"},
 		{"negative lost events", strings.Replace(minimalSummary, `"lost_events": 0`, `"lost_events": -1`, 1), "not a reqprof run: targets.lost_events is a JSON number -1, want a whole number, 0 or more"},
+		{"source without share", withSources(`{"thread": "gc", "threads": 1, "cpu_ms": 0.5}`), `targets[0].unattributed_sources[0] has no "share"`},
+		{"null source", withSources(`null`), `targets[0].unattributed_sources[0] is null`},
+		{"source share above 1", withSources(`{"thread": "gc", "threads": 1, "cpu_ms": 0.5, "share": 1.5}`), "unattributed_sources[0].share is 1.5"},
+		{"negative source threads", withSources(`{"thread": "gc", "threads": -2, "cpu_ms": 0.5, "share": 1}`), "unattributed_sources[0] counts -2 threads"},
+		{"negative source CPU", withSources(`{"thread": "gc", "threads": 1, "cpu_ms": -0.5, "share": 1}`), "unattributed_sources[0].cpu_ms is -0.5"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,13 +81,19 @@ func TestReadJSONVersion(t *testing.T) {
 	}
 }
 
+// withSources is minimalSummary whose target has the unattributed sources
+// given, as JSON.
+func withSources(sources string) string {
+	return strings.Replace(minimalSummary, `"pid": 1,`, `"pid": 1, "unattributed_sources": [`+sources+`],`, 1)
+}
+
 // A summary with only the contract's keys is read, and keys this reader does
 // not know are ignored so that a newer reqprof's output still compares.
 func TestReadJSONAccepts(t *testing.T) {
 	withExtra := strings.Replace(minimalSummary, `"pid": 1,`, `"pid": 1, "added_later": [1, {"a": null}],`, 1)
 	// Optional keys given as null or empty read as absent.
 	withNothing := strings.Replace(minimalSummary, `"pid": 1,`, `"pid": 1, "latency_us": null,
-		"ctx_switches_per_request": null, "kernel_breakdown_us": {}, "routes": [],`, 1)
+		"ctx_switches_per_request": null, "kernel_breakdown_us": {}, "routes": [], "unattributed_sources": [],`, 1)
 	for _, input := range []string{minimalSummary, withExtra, withNothing} {
 		s, err := ReadJSON(strings.NewReader(input))
 		if err != nil {

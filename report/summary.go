@@ -1,7 +1,10 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/reqprof/reqprof/profile"
@@ -110,7 +113,9 @@ type TargetSummary struct {
 	ProcessCPUUs      float64 `json:"process_cpu_us"`
 	AttributedCPUUs   float64 `json:"attributed_cpu_us"`
 	UnattributedCPUUs float64 `json:"unattributed_cpu_us"`
-	// UnattributedSources names the threads with the most of it.
+	// UnattributedSources say which threads it went to, grouped by
+	// thread name, largest first: the largest few, and the rest folded
+	// into one; absent when there was none, or the collector did not say.
 	UnattributedSources []UnattributedSourceSummary `json:"unattributed_sources,omitempty"`
 	// Part of AttributedCPUUs: after a response, before the thread turns
 	// to other work (the server's loop), charged to the request it follows.
@@ -287,6 +292,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		ProcessCPUUs:         usFromNs(t.ProcessNs()),
 		AttributedCPUUs:      usFromNs(t.AttributedNs()),
 		UnattributedCPUUs:    usFromNs(t.UnattributedNs),
+		UnattributedSources:  summarizeSources(t.UnattributedSources, t.UnattributedNs),
 		BetweenRequestsCPUUs: usFromNs(t.BetweenRequestsNs),
 		SchedCPUUs:           usFromNs(t.SchedCPUNs),
 		RunqueueTotalUs:      new(usFromNs(t.RunqueueNs)),
@@ -349,18 +355,85 @@ func warnings(t profile.Target) []string {
 	return w
 }
 
-// UnattributedSourceSummary is a thread's unattributed CPU; TID 0 stands
-// for the threads that exited in the window.
+// UnattributedSourceSummary is the unattributed CPU of a target's threads
+// of one name. Thread is the name the threads had at the window's end;
+// profile.ExitedThreads for threads that exited before it; or, with Names
+// set, OtherThreads: the threads of the Names smaller names folded.
 type UnattributedSourceSummary struct {
-	TID   uint32  `json:"tid"`
-	Comm  string  `json:"comm"`
-	CPUUs float64 `json:"cpu_us"`
+	Thread  string `json:"thread"`
+	Threads int    `json:"threads"` // how many threads of that name had some
+	// CPUMs is their unattributed CPU in ms, rounded to 0.1 µs, and Share
+	// its share of the target's unattributed CPU, from 0 to 1, rounded to
+	// 0.001.
+	CPUMs float64 `json:"cpu_ms"`
+	Share float64 `json:"share"`
+	Names int     `json:"names,omitempty"`
 }
 
-func summarizeSources(sources []profile.UnattributedSource) []UnattributedSourceSummary {
-	var out []UnattributedSourceSummary
+// OtherThreads is the thread name of the sources past the largest few,
+// folded into one.
+const OtherThreads = "(other)"
+
+// maxSources is how many thread names a summary keeps; past it, all but
+// the largest maxSources-1 are folded into one.
+const maxSources = 6
+
+// summarizeSources groups a target's unattributed CPU by thread name, so
+// that a pool of workers of one name is one source of as many threads,
+// largest first and ties by name; past maxSources names, the smallest are
+// folded into one source, always last. Shares are of the target's
+// unattributed CPU, totalNs, or of what the sources add up to if that is
+// more.
+func summarizeSources(sources []profile.UnattributedSource, totalNs uint64) []UnattributedSourceSummary {
+	type group struct {
+		name    string
+		ns      uint64
+		threads int
+	}
+	byName := map[string]*group{}
+	var groups []*group
+	var sum uint64
 	for _, src := range sources {
-		out = append(out, UnattributedSourceSummary{TID: src.TID, Comm: src.Comm, CPUUs: usFromNs(src.Ns)})
+		if src.Ns == 0 {
+			continue
+		}
+		g := byName[src.Comm]
+		if g == nil {
+			g = &group{name: src.Comm}
+			byName[src.Comm] = g
+			groups = append(groups, g)
+		}
+		g.ns += src.Ns
+		g.threads += max(1, src.Threads) // a source is a thread at least
+		sum += src.Ns
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	slices.SortFunc(groups, func(a, b *group) int { return cmp.Or(cmp.Compare(b.ns, a.ns), cmp.Compare(a.name, b.name)) })
+	whole := max(totalNs, sum)
+	summary := func(name string, ns uint64, threads int) UnattributedSourceSummary {
+		return UnattributedSourceSummary{
+			Thread: name, Threads: threads,
+			CPUMs: float64((ns+50)/100) / 10_000,
+			Share: math.Round(float64(ns)/float64(whole)*1000) / 1000,
+		}
+	}
+	out := make([]UnattributedSourceSummary, 0, min(len(groups), maxSources))
+	for i, g := range groups {
+		// Folding a single name would hide it and save no row.
+		if i == maxSources-1 && len(groups) > maxSources {
+			var ns uint64
+			var threads int
+			for _, rest := range groups[i:] {
+				ns += rest.ns
+				threads += rest.threads
+			}
+			folded := summary(OtherThreads, ns, threads)
+			folded.Names = len(groups) - i
+			return append(out, folded)
+		}
+		out = append(out, summary(g.name, g.ns, g.threads))
 	}
 	return out
 }

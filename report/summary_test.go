@@ -61,8 +61,18 @@ func TestSummarizeByHand(t *testing.T) {
 		BytesInPerRequest:  78,
 		BytesOutPerRequest: 120,
 		// 20100 µs in finished requests + 3500 µs in unfinished ones.
-		AttributedCPUUs:      23600,
-		UnattributedCPUUs:    1234.6,
+		AttributedCPUUs:   23600,
+		UnattributedCPUUs: 1234.6,
+		// Of 1,234,567 ns: the 8 workers' 828,000, the exited threads'
+		// 200,000, then gc, timer and uvicorn; log-flush and signal fold.
+		UnattributedSources: []UnattributedSourceSummary{
+			{Thread: "worker", Threads: 8, CPUMs: 0.828, Share: 0.671},
+			{Thread: profile.ExitedThreads, Threads: 3, CPUMs: 0.2, Share: 0.162},
+			{Thread: "gc", Threads: 1, CPUMs: 0.09, Share: 0.073},
+			{Thread: "timer", Threads: 1, CPUMs: 0.05, Share: 0.041},
+			{Thread: "uvicorn", Threads: 1, CPUMs: 0.04, Share: 0.032},
+			{Thread: OtherThreads, Threads: 2, CPUMs: 0.0266, Share: 0.022, Names: 2},
+		},
 		BetweenRequestsCPUUs: 234.6,
 		ProcessCPUUs:         24834.6,
 		SchedCPUUs:           24900,
@@ -74,6 +84,60 @@ func TestSummarizeByHand(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+// Unattributed CPU is grouped by thread name, so a pool of threads of one
+// name is one source of as many threads; sources come largest first, ties
+// by name; past six names, all but the five largest fold into one, last;
+// shares are of the target's unattributed CPU.
+func TestSummarizeSources(t *testing.T) {
+	src := func(tid uint32, comm string, ns uint64) profile.UnattributedSource {
+		return profile.UnattributedSource{TID: tid, Comm: comm, Ns: ns, Threads: 1}
+	}
+	six := []profile.UnattributedSource{
+		src(1, "b", 100), src(2, "a", 300), src(3, "c", 50), src(4, "a", 200),
+		{Comm: profile.ExitedThreads, Ns: 100, Threads: 4},
+		src(5, "d", 40), src(6, "e", 30),
+		src(7, "zero", 0),           // none: not a source
+		{TID: 8, Comm: "e", Ns: 10}, // built without a count: one thread
+	}
+	got := summarizeSources(six, 1000)
+	want := []UnattributedSourceSummary{
+		{Thread: "a", Threads: 2, CPUMs: 0.0005, Share: 0.5},
+		{Thread: profile.ExitedThreads, Threads: 4, CPUMs: 0.0001, Share: 0.1},
+		{Thread: "b", Threads: 1, CPUMs: 0.0001, Share: 0.1},
+		{Thread: "c", Threads: 1, CPUMs: 0.0001, Share: 0.05},
+		{Thread: "e", Threads: 2, CPUMs: 0, Share: 0.04},
+		{Thread: "d", Threads: 1, CPUMs: 0, Share: 0.04},
+	}
+	// 40 ns each for d and e: a tie, by name.
+	want[4], want[5] = want[5], want[4]
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("six names: got  %+v\nwant %+v", got, want)
+	}
+
+	seven := append(six, src(9, "f", 25), src(10, "f", 25))
+	got = summarizeSources(seven, 1000)
+	if len(got) != 6 {
+		t.Fatalf("seven names: %d sources, want the five largest and one folded: %+v", len(got), got)
+	}
+	// d (40), e (40) and f (50) fold: f is now the fifth largest.
+	if got[4].Thread != "f" || got[4].Threads != 2 {
+		t.Errorf("fifth source %+v, want f, of 2 threads", got[4])
+	}
+	folded := UnattributedSourceSummary{Thread: OtherThreads, Threads: 3, CPUMs: 0.0001, Share: 0.08, Names: 2}
+	if got[5] != folded {
+		t.Errorf("folded source %+v, want %+v", got[5], folded)
+	}
+
+	// Shares never pass 1, even of sources that add up to more than
+	// the target's unattributed CPU.
+	if got := summarizeSources([]profile.UnattributedSource{src(1, "a", 300), src(2, "b", 100)}, 200); got[0].Share != 0.75 || got[1].Share != 0.25 {
+		t.Errorf("shares of sources past their total: %+v", got)
+	}
+	if got := summarizeSources(nil, 500); got != nil {
+		t.Errorf("no sources summarized as %+v", got)
 	}
 }
 

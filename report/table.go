@@ -63,21 +63,15 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 		return err
 	}
 
-	fmt.Fprintf(b, "CPU seen: %s ms = attributed %s ms%s",
-		ms(t.ProcessCPUUs), ms(t.AttributedCPUUs), share(t.AttributedCPUUs, t.ProcessCPUUs))
-	if t.BetweenRequestsCPUUs > 0 {
-		fmt.Fprintf(b, " (of which %s ms in the server's loop after responses)", ms(t.BetweenRequestsCPUUs))
+	b.WriteString(cpuSeenLine(t) + "\n")
+	if header, rows := sourceCells(t); rows != nil {
+		b.WriteString(sourcesTitle + "\n")
+		if err := writeTextTable(b, header, rows, numbersAlign(len(header))); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(b, " + unattributed %s ms%s", ms(t.UnattributedCPUUs), share(t.UnattributedCPUUs, t.ProcessCPUUs))
-	if t.SchedCPUUs > 0 {
-		fmt.Fprintf(b, "; kernel accounting %s ms (reqprof saw %.2f%%)",
-			ms(t.SchedCPUUs), 100*t.ProcessCPUUs/t.SchedCPUUs)
-	}
-	b.WriteString("\n")
-	writeSources(b, t.UnattributedSources)
-	if t.RunqueueTotalUs != nil && t.OffCPUTotalUs != nil {
-		fmt.Fprintf(b, "threads waited, in requests or not: %s ms on a run queue, %s ms blocked\n",
-			ms(*t.RunqueueTotalUs), ms(*t.OffCPUTotalUs))
+	if line := waitsLine(t); line != "" {
+		b.WriteString(line + "\n")
 	}
 
 	if t.Requests > 0 {
@@ -132,6 +126,54 @@ func writeRequestFigures(b *bytes.Buffer, t TargetSummary, syscallEntryNs uint64
 		}
 	}
 	return nil
+}
+
+// cpuSeenLine sets all the CPU reqprof saw t's threads use, attributed to
+// requests or not, against the kernel's own accounting.
+func cpuSeenLine(t TargetSummary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CPU seen: %s ms = attributed %s ms%s",
+		ms(t.ProcessCPUUs), ms(t.AttributedCPUUs), share(t.AttributedCPUUs, t.ProcessCPUUs))
+	if t.BetweenRequestsCPUUs > 0 {
+		fmt.Fprintf(&b, " (of which %s ms in the server's loop after responses)", ms(t.BetweenRequestsCPUUs))
+	}
+	fmt.Fprintf(&b, " + unattributed %s ms%s", ms(t.UnattributedCPUUs), share(t.UnattributedCPUUs, t.ProcessCPUUs))
+	if t.SchedCPUUs > 0 {
+		fmt.Fprintf(&b, "; kernel accounting %s ms (reqprof saw %.2f%%)",
+			ms(t.SchedCPUUs), 100*t.ProcessCPUUs/t.SchedCPUUs)
+	}
+	return b.String()
+}
+
+// sourcesTitle says what a table of unattributed sources holds.
+const sourcesTitle = "unattributed CPU by thread name, largest first"
+
+// sourceCells lays out where t's unattributed CPU went as the cells of a
+// table with a row per thread name, for the terminal and the page alike;
+// no rows when the summary does not say.
+func sourceCells(t TargetSummary) (header []string, rows [][]string) {
+	for _, src := range t.UnattributedSources {
+		name := src.Thread
+		if src.Names > 0 {
+			name = fmt.Sprintf("other (%d names)", src.Names)
+		}
+		rows = append(rows, []string{name, groupDigits(strconv.Itoa(src.Threads)),
+			hundredths(src.CPUMs), fmt.Sprintf("%.1f%%", 100*src.Share)})
+	}
+	if rows == nil {
+		return nil, nil
+	}
+	return []string{"thread", "threads", "ms", "share"}, rows
+}
+
+// waitsLine says how long t's threads waited over the window, in requests
+// or not; "" when the summary does not say.
+func waitsLine(t TargetSummary) string {
+	if t.RunqueueTotalUs == nil || t.OffCPUTotalUs == nil {
+		return ""
+	}
+	return fmt.Sprintf("threads waited, in requests or not: %s ms on a run queue, %s ms blocked",
+		ms(*t.RunqueueTotalUs), ms(*t.OffCPUTotalUs))
 }
 
 // distCells lays out t's distributions per finished request as the cells
@@ -263,17 +305,24 @@ func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
 	if o == nil {
 		return
 	}
-	b.WriteString("\nreqprof's own cost: ")
+	b.WriteString("\nreqprof's own cost: " + overheadText(o) + "\n")
+}
+
+// overheadText says what reqprof itself cost, for the terminal and the
+// page alike.
+func overheadText(o *OverheadSummary) string {
+	var b bytes.Buffer
 	if o.BPFCPUUs == nil {
 		reason := o.BPFUnknown
 		if reason == "" {
 			reason = "no BPF statistics"
 		}
-		fmt.Fprintf(b, "BPF run time unknown (%s)", reason)
+		fmt.Fprintf(&b, "BPF run time unknown (%s)", reason)
 	} else {
-		writeBPFCost(b, o)
+		writeBPFCost(&b, o)
 	}
-	fmt.Fprintf(b, "; collector %s ms CPU, %s MB peak memory\n", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))
+	fmt.Fprintf(&b, "; collector %s ms CPU, %s MB peak memory", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))
+	return b.String()
 }
 
 // writeBPFCost says what the programs cost, and from which statistics.
@@ -300,23 +349,4 @@ func writeBPFCost(b *bytes.Buffer, o *OverheadSummary) {
 	if len(notes) > 0 {
 		fmt.Fprintf(b, " (%s)", strings.Join(notes, "; "))
 	}
-}
-
-// writeSources names where most unattributed CPU went, on a line of its own.
-func writeSources(b *bytes.Buffer, sources []UnattributedSourceSummary) {
-	if len(sources) == 0 {
-		return
-	}
-	b.WriteString("unattributed, largest:")
-	for i, src := range sources {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		if src.TID == 0 {
-			fmt.Fprintf(b, " threads that exited %s ms", ms(src.CPUUs))
-			continue
-		}
-		fmt.Fprintf(b, " tid %d (%s) %s ms", src.TID, printable(src.Comm), ms(src.CPUUs))
-	}
-	b.WriteString("\n")
 }

@@ -87,7 +87,8 @@ func TestCompareWritesJSONAndHTML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(html, []byte(`<rect class="bin"`)) || !bytes.Contains(html, []byte("python-sdk")) {
+	// The targets' histograms overlaid on one chart.
+	if !bytes.Contains(html, []byte(`class="overlay"`)) || !bytes.Contains(html, []byte(`<rect class="share"`)) || !bytes.Contains(html, []byte("python-sdk")) {
 		t.Errorf("--html wrote no page of the comparison:\n%s", html)
 	}
 }
