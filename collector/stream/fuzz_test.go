@@ -2,7 +2,6 @@ package stream
 
 import (
 	"bytes"
-	"encoding/binary"
 	"strings"
 	"testing"
 	"unicode"
@@ -151,12 +150,4 @@ func FuzzConnJSONRPC(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, cut1, cut2 uint32) {
 		fuzzConn(t, 7000, data, cut1, cut2)
 	})
-}
-
-// A gRPC message frame: the 5-byte prefix and the message.
-func grpcFrame(msg []byte) []byte {
-	b := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
-	copy(b[5:], msg)
-	return b
 }

@@ -120,11 +120,3 @@ func want(t *testing.T, what string, r result, p Protocol, err error, wantNames 
 		}
 	}
 }
-
-func repeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
-	}
-	return out
-}
