@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/olekukonko/tablewriter v1.1.5
+	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 )
 
@@ -19,6 +20,7 @@ require (
 	github.com/olekukonko/cat v0.0.0-20250911104152-50322a0618f6 // indirect
 	github.com/olekukonko/errors v1.2.0 // indirect
 	github.com/olekukonko/ll v0.1.6 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go

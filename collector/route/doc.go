@@ -54,6 +54,10 @@
 //     be partial.
 //   - Pipelining. Only the first request of a read is named: requests
 //     pipelined behind it in the same read get no name of their own.
+//     Package collector/stream, fed a connection's every inbound byte,
+//     finds and names each one (and HTTP/2 streams, JSON-RPC batch calls)
+//     with the same rules, through AppendRequestName, AppendJSONRPC and
+//     AppendRedisCommand.
 //   - Bodies are read as sent: a chunked, compressed, or 100-continue body,
 //     or one that arrives in a later read, leaves the HTTP name alone.
 //   - HTTP/2 and TLS are named by port only: their requests are framed,

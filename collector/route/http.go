@@ -29,25 +29,52 @@ func httpName(p []byte) (string, bool) {
 		}
 		target, cut = rest[:end], false
 	}
+	name, ok, isPath := appendRequest(make([]byte, 0, maxName), []byte(method), target, cut)
+	if !ok {
+		return "", false
+	}
+	if method == "POST" && isPath {
+		name = appendJoin(name, scanRPC(httpBody(p)).words())
+	}
+	return string(name), true
+}
+
+// maxMethod bounds the method shown in a name; longer ones become {long}.
+// The methods Name recognises are all shorter.
+const maxMethod = 32
+
+// AppendRequestName appends to dst the name of an HTTP request with this
+// method and (complete) request-target, as Name names a request line:
+// "GET /users/{id}" for an origin-form or absolute-form target, "OPTIONS *",
+// or the method alone for any other target (CONNECT's host:port, or none).
+// Name only recognises the methods listed in the package doc; this shows any
+// method as printable text, or {long} beyond 32 bytes.
+func AppendRequestName(dst, method, target []byte) []byte {
+	dst, _, _ = appendRequest(dst, method, target, false)
+	return dst
+}
+
+// appendRequest appends the name of a request line whose target may be cut;
+// ok is false when a cut target does not look like one, isPath when the
+// target is a path (origin or absolute form).
+func appendRequest(dst, method, target []byte, cut bool) (_ []byte, ok, isPath bool) {
+	mark := len(dst)
+	dst = appendWord(dst, method, maxMethod, utf8.DecodeRune)
 	if string(target) == "*" {
-		return method + " *", true
+		return append(dst, " *"...), true, false
 	}
 	path, isPath := requestPath(target)
 	if !isPath {
 		// A cut line gives no version to vouch that this is HTTP, and its
 		// target does not look like one either.
 		if cut {
-			return "", false
+			return dst[:mark], false, false
 		}
-		return method, true
+		return dst, true, false
 	}
 	// The cut only clips the path when no query or fragment followed it.
-	cut = cut && bytes.IndexAny(target, "?#") < 0
-	name := method + " " + pathName(path, cut)
-	if method == "POST" {
-		name = join(name, scanRPC(httpBody(p)).words())
-	}
-	return name, true
+	cut = cut && indexQuery(target) < 0
+	return appendPath(append(dst, ' '), path, cut), true, true
 }
 
 // httpMethod returns the known method that p starts with, followed by a
@@ -83,10 +110,20 @@ func requestPath(target []byte) (path []byte, ok bool) {
 	} else {
 		return nil, false
 	}
-	if end := bytes.IndexAny(path, "?#"); end >= 0 {
+	if end := indexQuery(path); end >= 0 {
 		path = path[:end]
 	}
 	return path, true
+}
+
+// indexQuery returns the index of the first '?' or '#' in b, or -1.
+func indexQuery(b []byte) int {
+	for i, c := range b {
+		if c == '?' || c == '#' {
+			return i
+		}
+	}
+	return -1
 }
 
 // schemeLen returns the length of the URI scheme (RFC 3986: a letter, then
@@ -103,35 +140,40 @@ func schemeLen(s []byte) int {
 	return len(s)
 }
 
-// pathName renders a path ("" is "/") segment by segment, collapsing
-// identifiers and stopping at maxSegments or maxPath. When cut, the last
-// segment may be partial and is shown as {cut}.
-func pathName(path []byte, cut bool) string {
+// appendPath appends a path ("" is "/") rendered segment by segment,
+// collapsing identifiers and stopping at maxSegments or maxPath. When cut,
+// the last segment may be partial and is shown as {cut}.
+func appendPath(dst, path []byte, cut bool) []byte {
 	const more = "/{more}"
+	base := len(dst)
 	segments := bytes.TrimPrefix(path, []byte("/"))
-	out := make([]byte, 0, maxPath+len(more))
 	for n := 0; ; n++ {
-		segment, rest, found := bytes.Cut(segments, []byte("/"))
-		shown := "{cut}"
+		segment, rest, found := segments, []byte(nil), false
+		if i := bytes.IndexByte(segments, '/'); i >= 0 {
+			segment, rest, found = segments[:i], segments[i+1:], true
+		}
+		mark := len(dst)
+		dst = append(dst, '/')
 		if found || !cut {
-			shown = segmentName(segment)
+			dst = appendSegment(dst, segment)
+		} else {
+			dst = append(dst, "{cut}"...)
 		}
-		if n == maxSegments || len(out)+1+len(shown) > maxPath {
-			return string(append(out, more...))
+		if n == maxSegments || len(dst)-base > maxPath {
+			return append(dst[:mark], more...)
 		}
-		out = append(append(out, '/'), shown...)
 		if !found {
-			return string(out)
+			return dst
 		}
 		segments = rest
 	}
 }
 
-func segmentName(segment []byte) string {
+func appendSegment(dst, segment []byte) []byte {
 	if isID(segment) {
-		return "{id}"
+		return append(dst, "{id}"...)
 	}
-	return word(segment, maxSegment, utf8.DecodeRune)
+	return appendWord(dst, segment, maxSegment, utf8.DecodeRune)
 }
 
 // isID reports a segment that identifies an entity rather than a route.

@@ -58,6 +58,35 @@ func rawJSONRPCName(p []byte) (string, bool) {
 	return join(words[0], words[1:]), true
 }
 
+// AppendJSONRPC appends to name, the name so far (empty for JSON-RPC raw on
+// the connection, or the HTTP name of the POST that carries it), the words
+// that name one JSON-RPC message msg, an object that may be cut anywhere, as
+// Name names a call: its method, then the tool, prompt or resource scheme it
+// concerns, each after a space (the first without one when name is empty),
+// stopping at 128 bytes. A batch is for the caller to split: each element is
+// a message of its own. rpc is false, and name returned as is, when msg is
+// not a JSON-RPC 2.0 object; method is false, and name returned as is, when
+// it has no method found before the cut (a response, or a cut method).
+func AppendJSONRPC(name, msg []byte) (_ []byte, rpc, method bool) {
+	s := scanner{b: msg}
+	if c, ok := s.peek(); !ok || c != '{' {
+		return name, false, false
+	}
+	call := scanRPC(msg)
+	if !call.jsonrpc2 {
+		return name, false, false
+	}
+	words := call.words()
+	if len(words) == 0 {
+		return name, true, false
+	}
+	return appendJoin(name, words), true, true
+}
+
+// JSONKeyIs reports whether the raw (still escaped) content of a JSON string
+// decodes to key, as Name reads the keys of a JSON-RPC message.
+func JSONKeyIs(raw []byte, key string) bool { return keyIs(raw, key) }
+
 // scanRPC reads the JSON-RPC fields of the object (or of the first object of
 // the array) that b holds, keeping whatever comes before b ends or stops
 // being JSON.

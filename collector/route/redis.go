@@ -55,13 +55,28 @@ func respLength(p []byte) (n int, rest []byte, ok bool) {
 // then letters or the '.', '_', '-' of module and compound commands
 // ("JSON.GET", "GEORADIUS_RO", "RESTORE-ASKING").
 func command(c []byte) (string, bool) {
+	name, ok := AppendRedisCommand(nil, c)
+	return string(name), ok
+}
+
+// AppendRedisCommand appends to dst the Redis command c uppercased, as Name
+// names a RESP array by its first bulk string and an inline command by its
+// first word, and reports whether c looks like a command (1 to 32 letters,
+// '.', '_' or '-', starting with a letter); dst is returned as is when not.
+func AppendRedisCommand(dst, c []byte) ([]byte, bool) {
 	if len(c) == 0 || len(c) > maxCommand || !isLetter(c[0]) {
-		return "", false
+		return dst, false
 	}
 	for _, b := range c {
 		if !isLetter(b) && b != '.' && b != '_' && b != '-' {
-			return "", false
+			return dst, false
 		}
 	}
-	return string(bytes.ToUpper(c)), true
+	for _, b := range c {
+		if 'a' <= b && b <= 'z' {
+			b -= 'a' - 'A'
+		}
+		dst = append(dst, b)
+	}
+	return dst, true
 }

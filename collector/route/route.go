@@ -47,11 +47,25 @@ func isTLS(p []byte) bool {
 // join appends words to name, each after a space, stopping at the first word
 // that would make the name longer than maxName.
 func join(name string, words []string) string {
+	return string(appendJoin([]byte(name), words))
+}
+
+// appendJoin appends words to name (the whole name so far), each after a
+// space (the first without one when name is empty), stopping at the first
+// word that would make the name longer than maxName.
+func appendJoin(name []byte, words []string) []byte {
 	for _, w := range words {
-		if len(name)+1+len(w) > maxName {
+		sep := 1
+		if len(name) == 0 {
+			sep = 0
+		}
+		if len(name)+sep+len(w) > maxName {
 			break
 		}
-		name += " " + w
+		if sep == 1 {
+			name = append(name, ' ')
+		}
+		name = append(name, w...)
 	}
 	return name
 }
@@ -60,27 +74,48 @@ func join(name string, words []string) string {
 // print replaced by U+FFFD, cut to at most limit bytes; complete is false
 // when it had to be cut.
 func text(b []byte, limit int, next func([]byte) (rune, int)) (s string, complete bool) {
-	out := make([]byte, 0, limit)
+	out, complete := appendText(make([]byte, 0, limit), b, limit, next)
+	return string(out), complete
+}
+
+// appendText appends to dst what text returns.
+func appendText(dst, b []byte, limit int, next func([]byte) (rune, int)) (_ []byte, complete bool) {
+	end := len(dst) + limit
 	for len(b) > 0 {
+		if c := b[0]; ' ' <= c && c <= '~' && c != '\\' {
+			// Printable ASCII, which both decoders return as it is.
+			if len(dst) == end {
+				return dst, false
+			}
+			dst = append(dst, c)
+			b = b[1:]
+			continue
+		}
 		r, size := next(b)
 		if !unicode.IsPrint(r) {
 			r = utf8.RuneError
 		}
-		if len(out)+utf8.RuneLen(r) > limit {
-			return string(out), false
+		if len(dst)+utf8.RuneLen(r) > end {
+			return dst, false
 		}
-		out = utf8.AppendRune(out, r)
+		dst = utf8.AppendRune(dst, r)
 		b = b[size:]
 	}
-	return string(out), true
+	return dst, true
 }
 
 // word is a name part: b as printable text, or {long} when that would take
 // more than limit bytes.
 func word(b []byte, limit int, next func([]byte) (rune, int)) string {
-	s, complete := text(b, limit, next)
+	return string(appendWord(nil, b, limit, next))
+}
+
+// appendWord appends to dst what word returns.
+func appendWord(dst, b []byte, limit int, next func([]byte) (rune, int)) []byte {
+	mark := len(dst)
+	dst, complete := appendText(dst, b, limit, next)
 	if !complete {
-		return "{long}"
+		return append(dst[:mark], "{long}"...)
 	}
-	return s
+	return dst
 }
