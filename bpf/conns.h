@@ -48,6 +48,7 @@ static __always_inline void emit(struct conn_state *c, __u64 cookie)
 		count_dropped(s, r);
 		return;
 	}
+	r->kind = RECORD_REQUEST;
 	r->conn = cookie;
 	COUNT(s, finished, 1);
 	__u32 len = r->payload_len;
@@ -80,7 +81,25 @@ static __always_inline void begin_request(struct conn_state *c, __u64 cookie, __
 	r->first_write_ns = 0;
 	r->end_ns = 0;
 	r->payload_len = 0;
+	r->stream_off = c->in_off;
+	c->chunked = 0;
 	c->phase = PHASE_READING;
+}
+
+/* Tells the collector that a connection it was sent chunks of closed, so
+ * that it may let go of what it holds for it. */
+static __always_inline void send_closed(struct conn_state *c, __u64 cookie)
+{
+	__u32 zero = 0;
+	struct chunk_record *k = bpf_map_lookup_elem(&chunk_scratch, &zero);
+	if (!k)
+		return;
+	k->kind = RECORD_CLOSED;
+	k->target = c->rec.target;
+	k->conn = cookie;
+	k->offset = c->in_off;
+	k->len = 0;
+	bpf_ringbuf_output(&requests, k, __builtin_offsetof(struct chunk_record, data), 0);
 }
 
 /* A served connection closes: its tail is settled, and its last request
@@ -90,11 +109,13 @@ static __always_inline void end_conn(struct conn_state *c, __u64 cookie)
 	settle_tail(c);
 	if (c->phase == PHASE_RESPONDING) {
 		emit(c, cookie);
-		return;
+	} else {
+		struct target_stats *s = stats_of(c->rec.target);
+		count_dropped(s, &c->rec);
+		COUNT(s, dropped_requests, c->phase == PHASE_READING);
 	}
-	struct target_stats *s = stats_of(c->rec.target);
-	count_dropped(s, &c->rec);
-	COUNT(s, dropped_requests, c->phase == PHASE_READING);
+	if (c->streamed)
+		send_closed(c, cookie);
 }
 
 /* The local port of a TCP socket on a port the targets listen on, else 0. */
@@ -109,9 +130,21 @@ static __always_inline __u16 served_port(struct sock *sk)
 	return bpf_map_lookup_elem(&listen_ports, &port) ? port : 0;
 }
 
-/* A connection's state, created on its first sight in phase, with flags. */
+/* Bytes read from a TCP connection since it opened, less unread: what
+ * arrived minus what waits in the receive queue. Read once, when a
+ * connection is first seen: from then on its reads are counted. */
+static __always_inline __u64 consumed_of(struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	__u64 received = BPF_CORE_READ(tp, bytes_received);
+	__u32 unread = BPF_CORE_READ(tp, rcv_nxt) - BPF_CORE_READ(tp, copied_seq);
+	return received > unread ? received - unread : 0;
+}
+
+/* A connection's state, created on its first sight in phase, with flags;
+ * just_read is what the operation that sees it read. */
 static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie, __u32 target, __u32 tid,
-						   __u32 phase, __u32 flags)
+						   __u32 phase, __u32 flags, int just_read)
 {
 	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
 	if (c)
@@ -129,6 +162,10 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	fresh->rec.local_port = port;
 	fresh->phase = phase;
 	fresh->role = port ? ROLE_SERVER : ROLE_OTHER;
+	if (port) {
+		__u64 consumed = consumed_of(sk);
+		fresh->in_off = consumed > (__u64)just_read ? consumed - just_read : 0;
+	}
 	if (bpf_map_update_elem(&conns, &cookie, fresh, BPF_NOEXIST)) {
 		c = bpf_map_lookup_elem(&conns, &cookie);
 		if (!c) {
@@ -147,49 +184,109 @@ static __always_inline struct conn_state *served_conn(__u64 cookie)
 	return c && c->role == ROLE_SERVER ? c : 0;
 }
 
-/* The user buffer a read-like syscall fills: where a request's first bytes
- * land. For recvmsg and readv, the first iovec's. */
-static __always_inline __u64 read_buffer(struct pt_regs *regs, long nr)
+/* Sets the user buffer a read-like syscall fills (where a request's bytes
+ * land) and its size: for recvmsg and readv, the first iovec's, past which
+ * the bytes read are elsewhere. */
+static __always_inline void read_buffer(struct thread_serving *sv, struct pt_regs *regs, long nr)
 {
+	sv->read_buf = 0;
+	sv->read_len = 0;
 	/* Other syscalls return before reading their registers: a read of
 	 * kernel memory costs on every syscall. */
 	if (nr != NR_READ && nr != NR_RECVFROM && nr != NR_READV && nr != NR_RECVMSG)
-		return 0;
+		return;
 	__u64 arg2 = BPF_CORE_READ(regs, si);
 	__u64 iov = 0;
 	switch (nr) {
 	case NR_READ:
 	case NR_RECVFROM:
-		return arg2;
+		sv->read_buf = arg2;
+		sv->read_len = BPF_CORE_READ(regs, dx);
+		return;
 	case NR_READV:
 		iov = arg2;
 		break;
 	default: /* NR_RECVMSG */
 		/* struct user_msghdr: msg_iov at offset 16 on 64-bit */
 		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(arg2 + 16)))
-			return 0;
+			return;
 		break;
 	}
-	__u64 base = 0;
-	if (!iov || bpf_probe_read_user(&base, sizeof(base), (void *)iov))
-		return 0;
-	return base;
+	__u64 first[2] = {}; /* struct iovec: base, len */
+	if (!iov || bpf_probe_read_user(first, sizeof(first), (void *)iov))
+		return;
+	sv->read_buf = first[0];
+	sv->read_len = first[1];
 }
 
 /* Appends ret bytes read into buf to the request's capture, up to
  * cfg.capture_bytes: a server may read a request in pieces (Go's
  * net/http first reads a single byte to watch for the peer's close). */
-static __always_inline void capture(struct request_record *r, __u64 buf, int ret)
+static __always_inline __u32 capture(struct request_record *r, __u64 buf, __u32 ret)
 {
 	__u32 off = r->payload_len;
 	if (!buf || off >= cfg.capture_bytes || off >= PAYLOAD_MAX)
-		return;
+		return 0;
 	__u32 room = cfg.capture_bytes - off;
-	__u32 len = (__u32)ret < room ? (__u32)ret : room;
+	__u32 len = ret < room ? ret : room;
 	if (len == 0 || len > PAYLOAD_MAX)
+		return 0;
+	if (bpf_probe_read_user(&r->payload[off], len, (void *)buf))
+		return 0;
+	r->payload_len = off + len;
+	return len;
+}
+
+/* HTTP/2's client preface: from it on, every byte of the connection is
+ * sent on (prior knowledge, or after an HTTP/1.1 Upgrade). */
+static __always_inline bool starts_http2(struct request_record *r)
+{
+	return r->payload_len >= 4 && r->payload[0] == 'P' && r->payload[1] == 'R' && r->payload[2] == 'I' &&
+	       r->payload[3] == ' ';
+}
+
+/* Sends on the bytes buf[from, ret) of a read that began at stream offset
+ * off, in chunks, within what the request may still send: they precede
+ * the request's record in the ring buffer. Bytes left out leave a gap in
+ * the offsets, which the collector sees. */
+static __always_inline void send_chunks(struct conn_state *c, __u64 cookie, __u64 buf, __u64 off, __u32 from,
+					 __u32 ret)
+{
+	__u32 zero = 0;
+	struct chunk_record *k = bpf_map_lookup_elem(&chunk_scratch, &zero);
+	if (!k || !buf)
 		return;
-	if (bpf_probe_read_user(&r->payload[off], len, (void *)buf) == 0)
-		r->payload_len = off + len;
+	k->kind = RECORD_CHUNK;
+	k->target = c->rec.target;
+	k->conn = cookie;
+	for (int i = 0; i < CHUNKS_PER_READ; i++) {
+		if (from >= ret)
+			return;
+		__u32 len = ret - from;
+		if (len > CHUNK_BYTES)
+			len = CHUNK_BYTES;
+		if (!c->follow_all) {
+			if (c->chunked >= cfg.chunk_bytes)
+				return;
+			if (len > cfg.chunk_bytes - c->chunked)
+				len = cfg.chunk_bytes - c->chunked;
+		}
+		if (len == 0 || len > CHUNK_BYTES)
+			return;
+		if (bpf_probe_read_user(k->data, len, (void *)(buf + from)))
+			return;
+		k->offset = off + from;
+		k->len = len;
+		c->chunked += len;
+		c->streamed = 1;
+		c->rec.flags |= REQ_CHUNKED;
+		if (bpf_ringbuf_output(&requests, k, __builtin_offsetof(struct chunk_record, data) + len, 0)) {
+			struct target_stats *s = stats_of(c->rec.target);
+			COUNT(s, lost_chunks, 1);
+			return;
+		}
+		from += len;
+	}
 }
 
 #endif /* REQPROF_CONNS_H */

@@ -76,6 +76,15 @@ struct sock {
 	__u16 sk_protocol;
 } __attribute__((preserve_access_index));
 
+/* Where a TCP connection's inbound stream stands: bytes_received counts
+ * what arrived since it opened, and rcv_nxt - copied_seq of it is not read
+ * yet. */
+struct tcp_sock {
+	__u64 bytes_received;
+	__u32 rcv_nxt;
+	__u32 copied_seq;
+} __attribute__((preserve_access_index));
+
 struct seq_file;
 
 struct bpf_iter_meta {

@@ -124,7 +124,8 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	}
 	k->mode = MODE_SYSCALL;
 	k->syscall_nr = id;
-	st->serving.read_buf = cfg.capture_bytes ? read_buffer(regs, id) : 0;
+	if (cfg.capture_bytes)
+		read_buffer(&st->serving, regs, id);
 	return 0;
 }
 
@@ -164,7 +165,8 @@ struct sock_op {
 /* Fills op for ret bytes moved on sk by the current thread, creating the
  * connection's state in phase, with flags, on its first sight; false when
  * nothing moved, or no target thread serves a served connection. */
-static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int ret, __u32 phase, __u32 flags)
+static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int ret, __u32 phase, __u32 flags,
+				       int just_read)
 {
 	if (ret <= 0)
 		return false;
@@ -172,7 +174,7 @@ static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int 
 	if (!op->st)
 		return false;
 	op->cookie = bpf_get_socket_cookie(sk);
-	op->c = conn_of(sk, op->cookie, op->st->target, op->tid, phase, flags);
+	op->c = conn_of(sk, op->cookie, op->st->target, op->tid, phase, flags, just_read);
 	return op->c && op->c->role == ROLE_SERVER;
 }
 
@@ -192,7 +194,7 @@ SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 {
 	struct sock_op op;
-	if (!sock_op_of(&op, sk, ret, PHASE_IDLE, 0))
+	if (!sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
 		return 0;
 	struct conn_state *c = op.c;
 	/* Reading more of the request it reads costs nothing here; anything
@@ -201,8 +203,20 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	turn_to_request(&op, reading);
 	if (!reading)
 		begin_request(c, op.cookie, op.tid);
-	capture(&c->rec, op.st->serving.read_buf, ret);
+	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
+	struct thread_serving *sv = &op.st->serving;
+	/* The bytes in the buffer the syscall named; more (readv's next
+	 * buffers) are a gap to the collector. */
+	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
+	__u32 captured = 0;
+	/* The payload holds the request's first bytes, without a hole. */
+	if (off == c->rec.stream_off + c->rec.payload_len)
+		captured = capture(&c->rec, sv->read_buf, got);
+	if (!reading && starts_http2(&c->rec))
+		c->follow_all = 1;
+	if (cfg.chunk_bytes)
+		send_chunks(c, op.cookie, sv->read_buf, off, captured, got);
 	note_goroutine(op.st, op.cookie);
 	return 0;
 }
@@ -213,7 +227,7 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	/* A write on a connection never read from in the window answers a
 	 * request that started before it. */
 	struct sock_op op;
-	if (!sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN))
+	if (!sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0))
 		return 0;
 	struct conn_state *c = op.c;
 	turn_to_request(&op, true);

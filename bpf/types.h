@@ -28,6 +28,13 @@ enum limits {
 	 * with up to PAYLOAD_MAX more bytes, which is what the verifier can
 	 * check. */
 	PAYLOAD_BUF = 2 * PAYLOAD_MAX,
+	/* Bytes of a request beyond its capture are sent on as chunks of at
+	 * most this many bytes, at most CHUNKS_PER_READ of them a read: the
+	 * collector splits a burst into the requests it carries (pipelining,
+	 * HTTP/2 streams). What a read brings beyond that is a gap, which the
+	 * collector sees from the offsets. */
+	CHUNK_BYTES = 4096,
+	CHUNKS_PER_READ = 4,
 	RINGBUF_BYTES = 8 << 20,
 	WAKEUP_BYTES = RINGBUF_BYTES / 4,
 	/* The number charged for a syscall entered before the window opened. */
@@ -89,6 +96,14 @@ enum conn_role {
 /* request_record.flags */
 enum record_flags {
 	REQ_START_UNSEEN = 1, /* the request began before reqprof attached */
+	REQ_CHUNKED = 2,      /* bytes beyond its payload were sent as chunk records before it */
+};
+
+/* What a ring-buffer record is: every record starts with its kind. */
+enum record_kind {
+	RECORD_REQUEST = 1, /* struct request_record */
+	RECORD_CHUNK = 2,   /* struct chunk_record: inbound bytes of a connection */
+	RECORD_CLOSED = 3,  /* struct chunk_record with no data: a streamed connection closed */
 };
 
 struct syscall_slot {
@@ -116,7 +131,10 @@ struct cost {
 /* One finished request, the only thing sent to user space per request.
  * The payload is sent only up to payload_len. */
 struct request_record {
+	__u32 kind;           /* RECORD_REQUEST */
+	__u32 target;
 	__u64 conn;           /* socket cookie: unique for the kernel's lifetime */
+	__u64 stream_off;     /* bytes read from the connection before its first: 0 at its start */
 	__u64 start_ns;       /* its first bytes read */
 	__u64 first_write_ns; /* its first response bytes written */
 	__u64 end_ns;         /* its last write */
@@ -125,12 +143,22 @@ struct request_record {
 	struct cost cost;
 	__u32 tgid;
 	__u32 tid; /* thread that read its first bytes */
-	__u32 target;
 	__u32 flags; /* enum record_flags */
 	__u16 local_port;
 	__u16 payload_len;
-	__u32 pad;
 	__u8 payload[PAYLOAD_BUF]; /* its first bytes read, payload_len of them */
+};
+
+/* Bytes read from a served connection beyond a request's payload, sent
+ * as they are read (so before the request's record); sent only up to len. */
+struct chunk_record {
+	__u32 kind;   /* RECORD_CHUNK or RECORD_CLOSED */
+	__u32 target;
+	__u64 conn;
+	__u64 offset; /* bytes read from the connection before data[0] */
+	__u32 len;
+	__u32 pad;
+	__u8 data[CHUNK_BYTES];
 };
 
 /* The open request of one connection, and the tail of its last writer.
@@ -141,6 +169,18 @@ struct conn_state {
 	struct cost tail;
 	enum conn_phase phase;
 	enum conn_role role;
+	/* Bytes read from it so far, counted from the TCP stream's start, so
+	 * that a connection joined after it opened shows it. */
+	__u64 in_off;
+	/* Bytes of the open request sent on as chunks: up to cfg.chunk_bytes
+	 * a request, or every byte once follow_all is set. */
+	__u32 chunked;
+	/* HTTP/2: its header compression has state over the whole connection,
+	 * so the collector needs every byte of it, not a request's first. */
+	__u32 follow_all;
+	/* Chunks were sent: the collector holds state for it until told it closed. */
+	__u32 streamed;
+	__u32 pad;
 };
 
 /* A thread's on-CPU time, cut into pieces at syscall boundaries and
@@ -162,6 +202,7 @@ struct thread_clock {
 struct thread_serving {
 	__u64 conn;     /* cookie of the connection it last read/wrote */
 	__u64 read_buf; /* user buffer of the current read-like syscall */
+	__u64 read_len; /* the bytes that buffer holds: past them a read fills another */
 	__u32 in_tail;  /* the last socket operation was a write */
 	__u32 wrote;    /* the current syscall wrote to a served connection */
 	__u32 served;   /* it has read or written a served connection */
@@ -225,6 +266,7 @@ struct target_stats {
 	__u64 offcpu_ns;           /* all blocked time of target threads */
 	__u64 children_followed;   /* processes forked by a target and added to it */
 	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
+	__u64 lost_chunks;         /* chunks of inbound bytes lost to a full ring buffer */
 };
 
 /* Per CPU: which task was last seen here and whether it is a target (lets
@@ -262,6 +304,11 @@ struct config {
 	__u32 capture_bytes;
 	/* Whether processes forked by a target join it (pre-fork servers). */
 	__u32 follow_children;
+	/* Bytes of a request beyond capture_bytes sent on as chunks, so that
+	 * the requests pipelined in it are counted; HTTP/2 connections send
+	 * all. 0 turns chunks off. */
+	__u32 chunk_bytes;
+	__u32 pad;
 };
 
 /* The ring buffer, the limits and the record flags have no type in the
@@ -269,8 +316,10 @@ struct config {
 const struct request_record *unused_request_record __attribute__((unused));
 const enum limits *unused_limits __attribute__((unused));
 const enum record_flags *unused_record_flags __attribute__((unused));
+const enum record_kind *unused_record_kind __attribute__((unused));
+const struct chunk_record *unused_chunk_record __attribute__((unused));
 
-volatile const struct config cfg = {.capture_bytes = 256};
+volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
 /* Set by the collector once every program is attached, so that all of them
  * start counting at the same instant, enable_ns (CLOCK_MONOTONIC). */
@@ -358,6 +407,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct thread_state);
 } thread_template SEC(".maps");
+
+/* A chunk being filled: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct chunk_record);
+} chunk_scratch SEC(".maps");
 
 /* A zeroed conn_state to create entries from: too large for the stack. */
 struct {

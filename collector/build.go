@@ -84,7 +84,7 @@ func runIter(opts link.IterOptions) ([]byte, error) {
 // nanosecond belongs to. No BPF is needed to test it.
 type runBuilder struct {
 	procs   []*process
-	names   *routeNames
+	res     *consumeResult
 	targets []profile.Target
 	// open are the served connections open when the window closed.
 	open map[uint64]bool
@@ -96,10 +96,18 @@ type runBuilder struct {
 // newRunBuilder starts from the targets' counters, summed over CPUs, and
 // the records consumed.
 func newRunBuilder(procs []*process, res consumeResult, stats []reqprofTargetStats) *runBuilder {
-	b := &runBuilder{procs: procs, names: res.names, targets: make([]profile.Target, len(procs)), open: map[uint64]bool{}}
+	b := &runBuilder{procs: procs, res: &res, targets: make([]profile.Target, len(procs)), open: map[uint64]bool{}}
 	for i, p := range procs {
 		p.finished, p.kernel = res.finished[i], &res.kernel[i]
 		b.targets[i] = targetOf(p, stats[i])
+	}
+	if res.droppedChunks > 0 {
+		t := &b.targets[0]
+		if t.LostBreakdown == nil {
+			t.LostBreakdown = map[string]uint64{}
+		}
+		t.LostEvents += res.droppedChunks
+		t.LostBreakdown["chunks_held_over_bound"] = res.droppedChunks
 	}
 	// Records the collector could not decode are lost events of some
 	// target; the first is as good as any to show them on.
@@ -127,7 +135,7 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		BetweenRequestsNs:  s.BetweenRequestsNs,
 		RunqueueNs:         s.RunqueueNs,
 		OffCPUNs:           s.OffcpuNs,
-		LostEvents:         s.LostRecords + s.LostThreads + s.LostConns,
+		LostEvents:         s.LostRecords + s.LostThreads + s.LostConns + s.LostChunks,
 		LostBreakdown:      lostBreakdown(s),
 		Exited:             p.exited,
 		Goroutines:         p.goroutines,
@@ -152,11 +160,10 @@ func (b *runBuilder) addOpenConn(cookie uint64, c *reqprofConnState) {
 	t := &b.targets[r.Target]
 	switch {
 	case c.Phase == reqprofConnPhasePHASE_RESPONDING && r.Flags&uint32(reqprofRecordFlagsREQ_START_UNSEEN) == 0:
-		req := requestOf(r)
-		req.Conn = cookie
-		req.Route = b.names.name(r.Payload[:min(int(r.PayloadLen), len(r.Payload))], r.LocalPort)
-		b.procs[r.Target].finished.add(req)
-		b.procs[r.Target].kernel.add(&r.Cost)
+		// As if emitted now: split into the requests it carried.
+		d := decodedOf(r, r.Payload[:min(int(r.PayloadLen), len(r.Payload))])
+		d.request.Conn = cookie
+		b.res.add(d)
 	case c.Phase != reqprofConnPhasePHASE_IDLE:
 		t.UnfinishedRequests++
 		t.UnfinishedNs += cpuNs(&r.Cost)
@@ -220,8 +227,15 @@ func (b *runBuilder) name(th threadEntry) string {
 
 // run is the window's result, every finished request counted.
 func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
+	carried := b.res.carried()
 	for i, p := range b.procs {
 		t := &b.targets[i]
+		// Bursts whose request had not completed when the window closed.
+		t.UnfinishedNs += carried[i]
+		if len(b.res.perBurst[i]) > 0 {
+			t.PerBurst = b.res.perBurst[i]
+		}
+		t.Notifications = b.res.messages[i]
 		t.Finished = p.finished.totals
 		t.KernelBreakdown = p.kernel.breakdown()
 		t.RouteTotals = p.finished.byRoute
@@ -296,6 +310,7 @@ func lostBreakdown(s reqprofTargetStats) map[string]uint64 {
 	lost := map[string]uint64{}
 	for cause, n := range map[string]uint64{
 		"ring_buffer": s.LostRecords, "thread_map_full": s.LostThreads, "conn_map_full": s.LostConns,
+		"chunks_ring_buffer": s.LostChunks,
 	} {
 		if n > 0 {
 			lost[cause] = n
@@ -324,6 +339,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.RunqueueNs += s.RunqueueNs
 		sum.OffcpuNs += s.OffcpuNs
 		sum.Finished += s.Finished
+		sum.LostChunks += s.LostChunks
 	}
 	return sum
 }

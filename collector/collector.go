@@ -110,7 +110,7 @@ type session struct {
 // start loads and attaches the programs, and measures the syscall entry
 // cost with them enabled and no target registered yet.
 func start(cfg Config, procs []*process) (*session, error) {
-	objs, err := load(cfg.capture(), cfg.FollowChildren)
+	objs, err := load(cfg.bpfConfig())
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (s *session) close() {
 // profile opens the window, waits for its end, and reads what it measured.
 func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) {
 	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(s.reader, len(s.procs)) }()
+	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload) }()
 
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
@@ -207,14 +207,26 @@ func (s *session) closeWindow() (endNs uint64, cost profile.Overhead, err error)
 	return endNs, cost, nil
 }
 
-func (cfg Config) capture() int {
+// chunkBytes is how many bytes of a request beyond its capture the
+// programs send on, so that requests pipelined behind its first are
+// counted and named (HTTP/2 connections send every byte): enough for 16
+// pipelined requests of 500 bytes, a copy of 1 to 2 µs for a request that
+// brings that much or more.
+const chunkBytes = 8192
+
+// bpfConfig is what the programs are fixed with before load.
+func (cfg Config) bpfConfig() reqprofConfig {
+	bc := reqprofConfig{CaptureBytes: uint32(MaxCaptureBytes), ChunkBytes: chunkBytes}
 	switch {
 	case cfg.NoPayload:
-		return 0
-	case cfg.CaptureBytes == 0:
-		return MaxCaptureBytes
+		bc.CaptureBytes, bc.ChunkBytes = 0, 0
+	case cfg.CaptureBytes > 0:
+		bc.CaptureBytes = uint32(cfg.CaptureBytes)
 	}
-	return cfg.CaptureBytes
+	if cfg.FollowChildren {
+		bc.FollowChildren = 1
+	}
+	return bc
 }
 
 // Values of targets_generation: each change of the targets map voids what
@@ -480,9 +492,21 @@ func refreshListenPorts(ports *ebpf.Map, procs []*process) error {
 }
 
 type consumeResult struct {
-	finished  []*finishedRequests // per target index
-	kernel    []kernelTally       // per target index
-	names     *routeNames
+	finished []*finishedRequests // per target index
+	kernel   []kernelTally       // per target index
+	names    *routeNames
+	bursts   *bursts
+	// perBurst counts, per target, requests counted one a burst because
+	// their connection's bytes could not be followed, by why.
+	perBurst      []map[string]uint64
+	droppedChunks uint64 // chunks past the bound held for one connection
+	// messages counts, per target, JSON-RPC notifications and responses
+	// that came from clients: no requests, their cost shared by the
+	// requests in their burst.
+	messages []uint64
+	// noPayload: no bytes were captured, each burst is a request named
+	// by port, as asked.
+	noPayload bool
 	malformed uint64
 	err       error
 }
@@ -492,8 +516,9 @@ type consumeResult struct {
 // reuses one record buffer and interns a bounded number of route names.
 // Once the samples are full, decoding allocates only for a route name not
 // seen before.
-func consume(reader *ringbuf.Reader, targets int) consumeResult {
+func consume(reader *ringbuf.Reader, targets int, noPayload bool) consumeResult {
 	res := newConsumeResult(targets)
+	res.noPayload = noPayload
 	var rec ringbuf.Record
 	// The programs wake the reader only when the buffer fills up, to spare
 	// the servers an interrupt per request: it polls meanwhile. A deadline
@@ -514,12 +539,38 @@ func consume(reader *ringbuf.Reader, targets int) consumeResult {
 			res.err = fmt.Errorf("reading the request ring buffer: %w", err)
 			return res
 		}
-		d, err := decodeRecord(rec.RawSample)
+		res.decode(rec.RawSample)
+	}
+}
+
+// decode takes one ring-buffer record of any kind.
+func (res *consumeResult) decode(b []byte) {
+	kind, err := recordKind(b)
+	if err != nil {
+		res.malformed++
+		return
+	}
+	switch kind {
+	case uint32(reqprofRecordKindRECORD_REQUEST):
+		d, err := decodeRecord(b)
 		if err != nil {
 			res.malformed++
-			continue
+			return
 		}
 		res.add(d)
+	case uint32(reqprofRecordKindRECORD_CHUNK), uint32(reqprofRecordKindRECORD_CLOSED):
+		c, err := decodeChunk(b)
+		if err != nil || int(c.target) >= len(res.finished) {
+			res.malformed++
+			return
+		}
+		if c.closed {
+			res.bursts.closed(c.conn)
+		} else if res.bursts.chunk(c.conn, c.offset, c.data) {
+			res.droppedChunks++
+		}
+	default:
+		res.malformed++
 	}
 }
 
@@ -528,10 +579,14 @@ func newConsumeResult(targets int) consumeResult {
 		finished: make([]*finishedRequests, targets),
 		kernel:   make([]kernelTally, targets),
 		names:    newRouteNames(maxRouteNames),
+		perBurst: make([]map[string]uint64, targets),
 	}
+	res.bursts = newBursts(res.names.internBytes)
 	for i := range targets {
 		res.finished[i] = newFinishedRequests(maxSampledRequests, uint64(i))
+		res.perBurst[i] = map[string]uint64{}
 	}
+	res.messages = make([]uint64, targets)
 	return res
 }
 
@@ -542,7 +597,61 @@ func (res *consumeResult) add(d decodedRecord) {
 		res.malformed++
 		return
 	}
-	d.request.Route = res.names.name(d.payload, d.localPort)
-	res.finished[d.target].add(d.request)
 	res.kernel[d.target].add(d.kernel)
+	if res.noPayload {
+		d.request.Route = res.names.name(nil, d.localPort)
+		res.finished[d.target].add(d.request)
+		return
+	}
+	s := res.bursts.burst(&d)
+	f := res.bursts.conns[d.request.Conn]
+	r := d.request
+	if f != nil && f.carrying {
+		r = merge(r, f.carry)
+		f.carry, f.carrying = profile.Request{}, false
+	}
+	res.messages[d.target] += uint64(s.messages)
+	switch {
+	case s.fallback != "":
+		r.Route = res.names.intern(fallbackName(&d))
+		r.Protocol = s.protocol.String()
+		res.finished[d.target].add(r)
+		res.countPerBurst(d.target, s.fallback)
+	case s.carried:
+		if f == nil {
+			f = res.bursts.follow(d.request.Conn)
+		}
+		f.carry, f.carrying, f.target = r, true, d.target
+	default:
+		for i, found := range s.requests {
+			one := share(r, len(s.requests), i == 0)
+			one.Route = found.Name
+			one.Protocol = found.Protocol.String()
+			res.finished[d.target].add(one)
+		}
+	}
+}
+
+// maxPerBurstReasons bounds the distinct reasons kept per target: they
+// come from parsers' errors, which may quote what a peer sent.
+const maxPerBurstReasons = 16
+
+func (res *consumeResult) countPerBurst(target uint32, why string) {
+	reasons := res.perBurst[target]
+	if _, ok := reasons[why]; !ok && len(reasons) >= maxPerBurstReasons {
+		why = "other reasons"
+	}
+	reasons[why]++
+}
+
+// carriedNs is, per target, the CPU of bursts still waiting for a request
+// to complete when the window closed: part of no finished request.
+func (res *consumeResult) carried() []uint64 {
+	ns := make([]uint64, len(res.finished))
+	for _, f := range res.bursts.conns {
+		if f.carrying && int(f.target) < len(ns) {
+			ns[f.target] += f.carry.CPUNs()
+		}
+	}
+	return ns
 }

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -24,9 +25,53 @@ type decodedRecord struct {
 	tgid      uint32
 	flags     uint32
 	localPort uint16
+	streamOff uint64 // bytes read from the connection before its first
 	payload   []byte // aliases the sample: valid until the next read
 	request   profile.Request
 	kernel    *reqprofCost // aliases the sample, for the per-cause breakdown
+}
+
+// chunkHeaderSize is struct chunk_record up to its data.
+const chunkHeaderSize = int(unsafe.Offsetof(reqprofChunkRecord{}.Data))
+
+// decodedChunk is a chunk record: bytes read from a connection beyond its
+// request's payload, or (closed) word that a streamed connection closed.
+type decodedChunk struct {
+	target uint32
+	conn   uint64
+	offset uint64
+	data   []byte // aliases the sample: valid until the next read
+	closed bool
+}
+
+// recordKind is the kind every ring-buffer record starts with.
+func recordKind(b []byte) (uint32, error) {
+	if len(b) < 4 {
+		return 0, fmt.Errorf("ring-buffer record of %d bytes", len(b))
+	}
+	return binary.NativeEndian.Uint32(b), nil
+}
+
+// decodeChunk parses a chunk record, rejecting one that claims more data
+// than it carries.
+func decodeChunk(b []byte) (decodedChunk, error) {
+	if len(b) < chunkHeaderSize {
+		return decodedChunk{}, fmt.Errorf("chunk record of %d bytes, want at least %d", len(b), chunkHeaderSize)
+	}
+	var k reqprofChunkRecord
+	u32 := func(field uintptr) uint32 { return binary.NativeEndian.Uint32(b[field:]) }
+	u64 := func(field uintptr) uint64 { return binary.NativeEndian.Uint64(b[field:]) }
+	length := u32(unsafe.Offsetof(k.Len))
+	if int(length) > len(b)-chunkHeaderSize || int(length) > len(k.Data) {
+		return decodedChunk{}, fmt.Errorf("chunk record claims %d bytes, carries %d", length, len(b)-chunkHeaderSize)
+	}
+	return decodedChunk{
+		target: u32(unsafe.Offsetof(k.Target)),
+		conn:   u64(unsafe.Offsetof(k.Conn)),
+		offset: u64(unsafe.Offsetof(k.Offset)),
+		data:   b[chunkHeaderSize : chunkHeaderSize+int(length)],
+		closed: u32(unsafe.Offsetof(k.Kind)) == uint32(reqprofRecordKindRECORD_CLOSED),
+	}, nil
 }
 
 // decodeRecord parses one ring-buffer sample. The sample is viewed in place
@@ -44,6 +89,9 @@ func decodeRecord(b []byte) (decodedRecord, error) {
 	}
 	// The view covers only the header: the payload is taken from b.
 	r := (*reqprofRequestRecord)(unsafe.Pointer(&b[0]))
+	if r.Kind != uint32(reqprofRecordKindRECORD_REQUEST) {
+		return decodedRecord{}, fmt.Errorf("record of kind %d is no request record", r.Kind)
+	}
 	if r.StartNs > math.MaxInt64 || r.EndNs > math.MaxInt64 || r.FirstWriteNs > math.MaxInt64 {
 		return decodedRecord{}, fmt.Errorf("request record times %d..%d are no monotonic clock readings", r.StartNs, r.EndNs)
 	}
@@ -54,15 +102,21 @@ func decodeRecord(b []byte) (decodedRecord, error) {
 	if end > len(b) || int(r.PayloadLen) > len(r.Payload) {
 		return decodedRecord{}, fmt.Errorf("request record claims %d payload bytes, carries %d", r.PayloadLen, len(b)-recordHeaderSize)
 	}
+	return decodedOf(r, b[recordHeaderSize:end]), nil
+}
+
+// decodedOf is a record already checked, in domain types, with its payload.
+func decodedOf(r *reqprofRequestRecord, payload []byte) decodedRecord {
 	return decodedRecord{
 		tgid:      r.Tgid,
 		target:    r.Target,
 		flags:     r.Flags,
 		localPort: r.LocalPort,
-		payload:   b[recordHeaderSize:end],
+		streamOff: r.StreamOff,
+		payload:   payload,
 		kernel:    &r.Cost,
 		request:   requestOf(r),
-	}, nil
+	}
 }
 
 // requestOf is the domain view of a request record, its name aside.

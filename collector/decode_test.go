@@ -7,12 +7,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/reqprof/reqprof/profile"
 )
 
+// recordBytes is r as the ring buffer sends it; of kind request unless r
+// says otherwise.
 func recordBytes(t testing.TB, r reqprofRequestRecord) []byte {
 	t.Helper()
+	if r.Kind == 0 {
+		r.Kind = uint32(reqprofRecordKindRECORD_REQUEST)
+	}
 	var buf bytes.Buffer
 	if err := binary.Write(&buf, binary.LittleEndian, r); err != nil {
 		t.Fatal(err)
@@ -98,6 +104,59 @@ func TestDecodeRecordRejects(t *testing.T) {
 	if _, err := decodeRecord(overclaim[:len(overclaim)-1]); err == nil {
 		t.Error("a record claiming more payload than it carries was accepted")
 	}
+	chunk := recordBytes(t, reqprofRequestRecord{Kind: uint32(reqprofRecordKindRECORD_CHUNK)})
+	if _, err := decodeRecord(chunk); err == nil {
+		t.Error("a chunk record was accepted as a request record")
+	}
+}
+
+// chunkRecordBytes is a chunk record as the ring buffer sends it.
+func chunkRecordBytes(t testing.TB, kind reqprofRecordKind, target uint32, conn, offset uint64, data string) []byte {
+	t.Helper()
+	k := reqprofChunkRecord{Kind: uint32(kind), Target: target, Conn: conn, Offset: offset, Len: uint32(len(data))}
+	copy(k.Data[:], data)
+	var buf bytes.Buffer
+	if err := binary.Write(&buf, binary.LittleEndian, k); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()[:chunkHeaderSize+len(data)]
+}
+
+func TestDecodeChunk(t *testing.T) {
+	got, err := decodeChunk(chunkRecordBytes(t, reqprofRecordKindRECORD_CHUNK, 1, 77, 4096, "GET /b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.target != 1 || got.conn != 77 || got.offset != 4096 || string(got.data) != "GET /b" || got.closed {
+		t.Errorf("decoded %+v", got)
+	}
+	closed, err := decodeChunk(chunkRecordBytes(t, reqprofRecordKindRECORD_CLOSED, 0, 77, 0, ""))
+	if err != nil || !closed.closed || closed.conn != 77 {
+		t.Errorf("closed record decoded as %+v, %v", closed, err)
+	}
+	over := chunkRecordBytes(t, reqprofRecordKindRECORD_CHUNK, 0, 1, 0, "abcd")
+	if _, err := decodeChunk(over[:len(over)-1]); err == nil {
+		t.Error("a chunk claiming more bytes than it carries was accepted")
+	}
+	if _, err := decodeChunk(over[:chunkHeaderSize-1]); err == nil {
+		t.Error("a chunk shorter than its header was accepted")
+	}
+}
+
+// Chunks come from the kernel too: the decoder never panics and never
+// reads past what it was given.
+func FuzzDecodeChunk(f *testing.F) {
+	f.Add(chunkRecordBytes(f, reqprofRecordKindRECORD_CHUNK, 0, 1, 2, "abc"))
+	f.Add([]byte{2, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := decodeChunk(b)
+		if err != nil {
+			return
+		}
+		if len(b) < chunkHeaderSize || chunkHeaderSize+len(d.data) > len(b) {
+			t.Fatalf("accepted %d bytes as %+v", len(b), d)
+		}
+	})
 }
 
 // Ring-buffer samples come from the kernel, but the decoder must hold up to
@@ -113,8 +172,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		if len(b) < recordHeaderSize || d.request.End < d.request.Start || recordHeaderSize+len(d.payload) > len(b) {
 			t.Fatalf("accepted %d bytes as %+v", len(b), d)
 		}
-		if d.request.UserNs != binary.LittleEndian.Uint64(b[48:]) {
-			t.Fatalf("user ns %d not read from offset 48", d.request.UserNs)
+		userAt := unsafe.Offsetof(reqprofRequestRecord{}.Cost) + unsafe.Offsetof(reqprofCost{}.UserNs)
+		if d.request.UserNs != binary.LittleEndian.Uint64(b[userAt:]) {
+			t.Fatalf("user ns %d not read from offset %d", d.request.UserNs, userAt)
 		}
 	})
 }

@@ -95,9 +95,9 @@ type loadedHook struct {
 }
 
 // load loads reqprof's BPF objects with what is fixed before load.
-func load(captureBytes int, followChildren bool) (*bpfObjects, error) {
-	if captureBytes < 0 || captureBytes > MaxCaptureBytes {
-		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", captureBytes, MaxCaptureBytes)
+func load(cfg reqprofConfig) (*bpfObjects, error) {
+	if cfg.CaptureBytes > uint32(MaxCaptureBytes) {
+		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", cfg.CaptureBytes, MaxCaptureBytes)
 	}
 	embedded, err := embeddedSpec()
 	if err != nil {
@@ -107,10 +107,6 @@ func load(captureBytes int, followChildren bool) (*bpfObjects, error) {
 	var specs reqprofSpecs
 	if err := spec.Assign(&specs); err != nil {
 		return nil, fmt.Errorf("reading reqprof's BPF spec: %w", err)
-	}
-	cfg := reqprofConfig{CaptureBytes: uint32(captureBytes)}
-	if followChildren {
-		cfg.FollowChildren = 1
 	}
 	if err := specs.Cfg.Set(cfg); err != nil {
 		return nil, fmt.Errorf("configuring the BPF programs: %w", err)

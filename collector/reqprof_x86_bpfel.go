@@ -13,10 +13,23 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type reqprofChunkRecord struct {
+	_      structs.HostLayout
+	Kind   uint32
+	Target uint32
+	Conn   uint64
+	Offset uint64
+	Len    uint32
+	Pad    uint32
+	Data   [4096]uint8
+}
+
 type reqprofConfig struct {
 	_              structs.HostLayout
 	CaptureBytes   uint32
 	FollowChildren uint32
+	ChunkBytes     uint32
+	Pad            uint32
 }
 
 type reqprofConnPhase uint32
@@ -35,11 +48,16 @@ const (
 )
 
 type reqprofConnState struct {
-	_     structs.HostLayout
-	Rec   reqprofRequestRecord
-	Tail  reqprofCost
-	Phase reqprofConnPhase
-	Role  reqprofConnRole
+	_         structs.HostLayout
+	Rec       reqprofRequestRecord
+	Tail      reqprofCost
+	Phase     reqprofConnPhase
+	Role      reqprofConnRole
+	InOff     uint64
+	Chunked   uint32
+	FollowAll uint32
+	Streamed  uint32
+	Pad       uint32
 }
 
 type reqprofCost struct {
@@ -94,6 +112,8 @@ const (
 	reqprofLimitsSYSCALL_SLOTS        reqprofLimits = 8
 	reqprofLimitsPAYLOAD_MAX          reqprofLimits = 512
 	reqprofLimitsPAYLOAD_BUF          reqprofLimits = 1024
+	reqprofLimitsCHUNK_BYTES          reqprofLimits = 4096
+	reqprofLimitsCHUNKS_PER_READ      reqprofLimits = 4
 	reqprofLimitsRINGBUF_BYTES        reqprofLimits = 8388608
 	reqprofLimitsWAKEUP_BYTES         reqprofLimits = 2097152
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
@@ -103,11 +123,23 @@ type reqprofRecordFlags uint32
 
 const (
 	reqprofRecordFlagsREQ_START_UNSEEN reqprofRecordFlags = 1
+	reqprofRecordFlagsREQ_CHUNKED      reqprofRecordFlags = 2
+)
+
+type reqprofRecordKind uint32
+
+const (
+	reqprofRecordKindRECORD_REQUEST reqprofRecordKind = 1
+	reqprofRecordKindRECORD_CHUNK   reqprofRecordKind = 2
+	reqprofRecordKindRECORD_CLOSED  reqprofRecordKind = 3
 )
 
 type reqprofRequestRecord struct {
 	_            structs.HostLayout
+	Kind         uint32
+	Target       uint32
 	Conn         uint64
+	StreamOff    uint64
 	StartNs      uint64
 	FirstWriteNs uint64
 	EndNs        uint64
@@ -116,11 +148,9 @@ type reqprofRequestRecord struct {
 	Cost         reqprofCost
 	Tgid         uint32
 	Tid          uint32
-	Target       uint32
 	Flags        uint32
 	LocalPort    uint16
 	PayloadLen   uint16
-	Pad          uint32
 	Payload      [1024]uint8
 }
 
@@ -147,6 +177,7 @@ type reqprofTargetStats struct {
 	OffcpuNs             uint64
 	ChildrenFollowed     uint64
 	Finished             uint64
+	LostChunks           uint64
 }
 
 type reqprofThreadState struct {
@@ -169,6 +200,7 @@ type reqprofThreadState struct {
 		_              structs.HostLayout
 		Conn           uint64
 		ReadBuf        uint64
+		ReadLen        uint64
 		InTail         uint32
 		Wrote          uint32
 		Served         uint32
@@ -204,6 +236,7 @@ type reqprofThreadState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	reqprofMapChunkScratch         = "chunk_scratch"
 	reqprofMapConnTemplate         = "conn_template"
 	reqprofMapConns                = "conns"
 	reqprofMapCpus                 = "cpus"
@@ -243,8 +276,10 @@ const (
 	reqprofVarEnabled              = "enabled"
 	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
+	reqprofVarUnusedChunkRecord    = "unused_chunk_record"
 	reqprofVarUnusedLimits         = "unused_limits"
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
+	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
 )
 
@@ -315,6 +350,7 @@ type reqprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reqprofMapSpecs struct {
+	ChunkScratch   *ebpf.MapSpec `ebpf:"chunk_scratch"`
 	ConnTemplate   *ebpf.MapSpec `ebpf:"conn_template"`
 	Conns          *ebpf.MapSpec `ebpf:"conns"`
 	Cpus           *ebpf.MapSpec `ebpf:"cpus"`
@@ -341,8 +377,10 @@ type reqprofVariableSpecs struct {
 	Enabled              *ebpf.VariableSpec `ebpf:"enabled"`
 	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
+	UnusedChunkRecord    *ebpf.VariableSpec `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
+	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
 }
 
@@ -366,6 +404,7 @@ func (o *reqprofObjects) Close() error {
 //
 // It can be passed to loadReqprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reqprofMaps struct {
+	ChunkScratch   *ebpf.Map `ebpf:"chunk_scratch"`
 	ConnTemplate   *ebpf.Map `ebpf:"conn_template"`
 	Conns          *ebpf.Map `ebpf:"conns"`
 	Cpus           *ebpf.Map `ebpf:"cpus"`
@@ -381,6 +420,7 @@ type reqprofMaps struct {
 
 func (m *reqprofMaps) Close() error {
 	return _ReqprofClose(
+		m.ChunkScratch,
 		m.ConnTemplate,
 		m.Conns,
 		m.Cpus,
@@ -408,8 +448,10 @@ type reqprofVariables struct {
 	Enabled              *ebpf.Variable `ebpf:"enabled"`
 	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
+	UnusedChunkRecord    *ebpf.Variable `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
+	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
 }
 

@@ -125,7 +125,20 @@ func newRouteNames(limit int) *routeNames {
 }
 
 func (n *routeNames) name(payload []byte, port uint16) string {
-	name := route.Name(payload, port)
+	return n.intern(route.Name(payload, port))
+}
+
+// internBytes is intern for a name in bytes, which it copies only when
+// new.
+func (n *routeNames) internBytes(b []byte) string {
+	if interned, ok := n.interned[string(b)]; ok {
+		return interned
+	}
+	return n.intern(string(b))
+}
+
+// intern keeps one copy of each name, and at most limit names.
+func (n *routeNames) intern(name string) string {
 	if interned, ok := n.interned[name]; ok {
 		return interned
 	}

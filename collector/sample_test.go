@@ -232,10 +232,12 @@ func TestRouteNamesBounded(t *testing.T) {
 func TestConsumeResultAdd(t *testing.T) {
 	res := newConsumeResult(2)
 	record := func(target uint32, flags uint32) decodedRecord {
-		in := reqprofRequestRecord{StartNs: 1_000, EndNs: 5_000, Target: target, Flags: flags, LocalPort: 8080, PayloadLen: 16}
+		const request = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+		in := reqprofRequestRecord{StartNs: 1_000, EndNs: 5_000, Target: target, Flags: flags, LocalPort: 8080,
+			PayloadLen: uint16(len(request)), BytesIn: uint64(len(request)), Conn: uint64(target) + 1}
 		in.Cost.UserNs = 2_000
 		in.Cost.Syscalls[0] = reqprofSyscallSlot{Nr: 1 + 1, Calls: 1, Ns: 500} // write
-		copy(in.Payload[:], "GET /a HTTP/1.1\r")
+		copy(in.Payload[:], request)
 		d, err := decodeRecord(recordBytes(t, in))
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ type Request struct {
 	TID        uint32
 	Conn       uint64        // opaque connection identity (socket cookie)
 	Route      string        // what it asked for ("GET /users/{id}"), or ":PORT"
+	Protocol   string        // how it came: "http1", "h2", "grpc", "resp", "jsonrpc"; "" unknown
 	Port       uint16        // the local port it came in on
 	Start      time.Duration // monotonic clock: its first bytes read
 	FirstWrite time.Duration // monotonic clock: its first response bytes written
@@ -123,6 +124,17 @@ type Target struct {
 	// state; the key predates task storage), "conn_map_full", "malformed".
 	LostBreakdown map[string]uint64
 	Exited        bool // the process exited before the window closed
+	// PerBurst counts, by why, the finished requests counted one per
+	// burst (the first bytes read after a response to the last written)
+	// because their connection's bytes could not be followed: TLS, an
+	// unknown protocol, HTTP/2 joined after its connection opened, a
+	// malformed frame. Such a burst may hold several requests, or part of one.
+	PerBurst map[string]uint64
+	// Notifications counts the JSON-RPC notifications (and responses to
+	// the server's own requests) that clients sent raw on a connection:
+	// messages that get no answer, so no requests; their CPU is shared by
+	// the requests read with them.
+	Notifications uint64
 	// Goroutines says, for a Go process, whether its CPU follows its
 	// goroutines ("followed") or, and why not, only its threads; empty
 	// for any other process.
@@ -172,6 +184,9 @@ func RouteTotalsOf(reqs []Request) map[RouteKey]Totals {
 // figure, as the distributions show it.
 type Totals struct {
 	Requests int
+	// Protocol is the requests' protocol when all came by one, else
+	// MixedProtocols.
+	Protocol string
 
 	CPUNs       uint64
 	UserNs      uint64
@@ -200,6 +215,7 @@ type Totals struct {
 // calls it for every request.
 func (t *Totals) Add(r Request) {
 	cpu, latency, firstByte := r.CPUNs(), r.LatencyNs(), r.FirstByteNs()
+	t.Protocol = mergeProtocol(t.Protocol, r.Protocol, t.Requests)
 	t.Requests++
 	t.CPUNs += cpu
 	t.UserNs += r.UserNs
@@ -222,8 +238,25 @@ func (t *Totals) Add(r Request) {
 	t.MaxFirstByteNs = max(t.MaxFirstByteNs, firstByte)
 }
 
+// MixedProtocols is the protocol of totals over requests that came by
+// more than one.
+const MixedProtocols = "mixed"
+
+// mergeProtocol is the protocol of totals of had requests by protocol
+// sum, joined by ones by protocol add.
+func mergeProtocol(sum, add string, had int) string {
+	switch {
+	case had == 0:
+		return add
+	case sum == add:
+		return sum
+	}
+	return MixedProtocols
+}
+
 // Merge adds the requests o counts, as if each had been added here.
 func (t *Totals) Merge(o Totals) {
+	t.Protocol = mergeProtocol(t.Protocol, o.Protocol, t.Requests)
 	t.Requests += o.Requests
 	t.CPUNs += o.CPUNs
 	t.UserNs += o.UserNs

@@ -39,7 +39,10 @@ func ParseGroupBy(name string) (GroupBy, error) {
 // 0, for a route none of whose requests the sample holds, whose
 // percentiles are then unknown and read 0.
 type RouteSummary struct {
-	Route           string `json:"route"`
+	Route string `json:"route"`
+	// Protocol is how its requests came: "http1", "h2", "grpc", "resp",
+	// "jsonrpc", "mixed" for several; absent when unknown.
+	Protocol        string `json:"protocol,omitempty"`
 	Requests        int    `json:"requests"`
 	SampledRequests *int   `json:"sampled_requests,omitempty"`
 	CPUUs           Dist   `json:"cpu_us"`
@@ -151,6 +154,7 @@ func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteS
 	t := g.totals
 	route := RouteSummary{
 		Route:     name,
+		Protocol:  t.Protocol,
 		Requests:  t.Requests,
 		CPUUs:     sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
 		UserUs:    sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),

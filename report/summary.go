@@ -130,6 +130,15 @@ type TargetSummary struct {
 	UnfinishedRequests int     `json:"unfinished_requests"`
 	UnfinishedCPUUs    float64 `json:"unfinished_cpu_us"`
 
+	// PerBurst counts, by why, the requests counted one per burst (the
+	// bytes read after a response up to the next response) because their
+	// connection's bytes could not be followed: TLS, an unknown protocol,
+	// HTTP/2 joined after its connection opened, a malformed frame.
+	PerBurst map[string]uint64 `json:"per_burst,omitempty"`
+	// Notifications counts JSON-RPC notifications clients sent raw on a
+	// connection: messages, not requests.
+	Notifications uint64 `json:"notifications,omitempty"`
+
 	LostEvents    uint64            `json:"lost_events"`
 	LostBreakdown map[string]uint64 `json:"lost_breakdown,omitempty"`
 	Exited        bool              `json:"exited"`
@@ -301,6 +310,8 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		UnfinishedRequests: t.UnfinishedRequests,
 		UnfinishedCPUUs:    usFromNs(t.UnfinishedNs),
 
+		PerBurst:      t.PerBurst,
+		Notifications: t.Notifications,
 		LostEvents:    t.LostEvents,
 		LostBreakdown: t.LostBreakdown,
 		Exited:        t.Exited,

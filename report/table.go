@@ -2,8 +2,11 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -84,6 +87,11 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 			groupDigits(strconv.Itoa(t.UnfinishedRequests)), ms(t.UnfinishedCPUUs))
 	}
 
+	writePerBurst(b, t.PerBurst)
+	if t.Notifications > 0 {
+		fmt.Fprintf(b, "JSON-RPC notifications (no requests; their CPU shared by the requests read with them): %s\n",
+			groupDigits(strconv.FormatUint(t.Notifications, 10)))
+	}
 	for _, w := range t.Warnings {
 		fmt.Fprintf(b, "WARNING: %s\n", printable(w))
 	}
@@ -349,4 +357,23 @@ func writeBPFCost(b *bytes.Buffer, o *OverheadSummary) {
 	if len(notes) > 0 {
 		fmt.Fprintf(b, " (%s)", strings.Join(notes, "; "))
 	}
+}
+
+// writePerBurst says how many requests were counted one per burst of their
+// connection, and why, most first.
+func writePerBurst(b *bytes.Buffer, perBurst map[string]uint64) {
+	if len(perBurst) == 0 {
+		return
+	}
+	reasons := slices.SortedFunc(maps.Keys(perBurst), func(x, y string) int {
+		return cmp.Or(cmp.Compare(perBurst[y], perBurst[x]), strings.Compare(x, y))
+	})
+	var total uint64
+	parts := make([]string, len(reasons))
+	for i, why := range reasons {
+		total += perBurst[why]
+		parts[i] = fmt.Sprintf("%s: %s", printable(why), groupDigits(strconv.FormatUint(perBurst[why], 10)))
+	}
+	fmt.Fprintf(b, "counted one per burst of their connection, its bytes not followed: %s %s (%s)\n",
+		groupDigits(strconv.FormatUint(total, 10)), plural(int(total), "request", "requests"), strings.Join(parts, "; "))
 }

@@ -143,6 +143,16 @@ func (b *bench) runAll() error {
 		}
 	}
 
+	h2, err := startH2()
+	if err != nil {
+		return err
+	}
+	err = b.addOverhead(h2, nil, "")
+	h2.stop()
+	if err != nil {
+		return err
+	}
+
 	b.progress("request-rate ladder on nginx: %d steps of %v", len(ladderConns), b.step)
 	for _, conns := range ladderConns {
 		t, err := b.trial(nginx, true, nil, b.wrk(nginx, conns, b.step))
@@ -175,6 +185,12 @@ type load struct {
 // wrk is load by wrk with two threads, one per core, or one per connection
 // if there are fewer.
 func (b *bench) wrk(srv *server, conns int, d time.Duration, headers ...string) load {
+	if srv.h2 {
+		// HTTP/2: each of two connections has conns/2 streams in flight.
+		return load{conns, func() (wrkResult, error) {
+			return runH2load(b.tools.h2load, srv.url(), 2, max(1, conns/2), d)
+		}}
+	}
 	return load{conns, func() (wrkResult, error) {
 		return runWrk(b.tools.wrk, srv.url(), min(2, conns), conns, d, headers...)
 	}}

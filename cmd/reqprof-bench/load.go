@@ -149,3 +149,33 @@ func holdConnections(addr string, n int, hold, interval time.Duration) holdResul
 }
 
 var holdRequest = []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+
+var h2loadRequests = regexp.MustCompile(`requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored`)
+
+// runH2load loads url with h2load for d: conns connections, streams of
+// them in flight on each. A stream is a request.
+func runH2load(h2load, url string, conns, streams int, d time.Duration) (wrkResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h2load, "-c", strconv.Itoa(conns), "-m", strconv.Itoa(streams),
+		"-D", strconv.Itoa(int(d.Seconds())), url)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return wrkResult{}, fmt.Errorf("h2load: %w\n%s", err, out)
+	}
+	usage := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	r := wrkResult{cpuNs: uint64(usage.Utime.Nano() + usage.Stime.Nano())}
+	m := h2loadRequests.FindSubmatch(out)
+	if m == nil {
+		return r, fmt.Errorf("no request count in h2load's output:\n%s", out)
+	}
+	r.requests, _ = strconv.Atoi(string(m[1]))
+	failed, _ := strconv.Atoi(string(m[2]))
+	errored, _ := strconv.Atoi(string(m[3]))
+	r.errors = failed + errored
+	r.perSecond = float64(r.requests) / d.Seconds()
+	if r.requests == 0 {
+		return r, fmt.Errorf("h2load got no response:\n%s", out)
+	}
+	return r, nil
+}

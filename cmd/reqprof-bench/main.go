@@ -1,7 +1,7 @@
 // Command reqprof-bench measures, from a real run on this machine, what
 // reqprof costs the servers it profiles and how far it scales. It prints the
 // results as Markdown tables and can write them to a file (make bench writes
-// docs/BENCHMARKS.md). It needs root, nginx and wrk; all traffic stays on
+// docs/BENCHMARKS.md). It needs root, nginx, wrk and h2load; all traffic stays on
 // 127.0.0.1.
 package main
 
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/gohttp"
 )
 
 // settings are the bench's flags.
@@ -45,6 +46,9 @@ func main() {
 	// the server is a process of its own, like any server reqprof attaches to.
 	if len(os.Args) > 1 && os.Args[1] == calserverCommand {
 		os.Exit(calserver.Main(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == gohttpCommand {
+		os.Exit(gohttp.Main(os.Args[2:]))
 	}
 	s, err := parseSettings(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
@@ -141,7 +145,7 @@ func run(s settings) error {
 
 // tools are the programs the bench runs besides reqprof.
 type tools struct {
-	nginx, wrk string
+	nginx, wrk, h2load string
 }
 
 func findTools() (tools, error) {
@@ -150,7 +154,7 @@ func findTools() (tools, error) {
 	for _, tool := range []struct {
 		name string
 		path *string
-	}{{"nginx", &t.nginx}, {"wrk", &t.wrk}} {
+	}{{"nginx", &t.nginx}, {"wrk", &t.wrk}, {"h2load", &t.h2load}} {
 		path, err := lookPath(tool.name)
 		if err != nil {
 			missing = append(missing, tool.name)
@@ -158,7 +162,7 @@ func findTools() (tools, error) {
 		*tool.path = path
 	}
 	if len(missing) > 0 {
-		return t, fmt.Errorf("%s not installed (make deps installs them)", strings.Join(missing, " and "))
+		return t, fmt.Errorf("%s not installed (make deps installs them)", strings.Join(missing, ", "))
 	}
 	return t, nil
 }

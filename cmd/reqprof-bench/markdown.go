@@ -90,8 +90,9 @@ func (b *bench) writeOverhead(w *strings.Builder) {
 		"%d rounds, each round one run without reqprof and one with it, their order alternating. "+
 		"Server CPU is the kernel's CPU clock of the server process (all its threads) over the load. "+
 		"Figures are medians over the rounds; \"added\" is the attached median less the detached one. "+
-		"wrk runs on the same two cores, so throughput also pays for what reqprof's programs cost wrk's own threads.\n\n",
-		overheadConns, b.round, b.rounds)
+		"wrk runs on the same two cores, so throughput also pays for what reqprof's programs cost wrk's own threads. "+
+		"The h2c server is loaded by h2load instead: 2 connections of %d streams in flight each, a stream being a request.\n\n",
+		overheadConns, b.round, b.rounds, overheadConns/2)
 	var rows [][]string
 	for _, o := range b.overheads {
 		var ratios []string

@@ -17,11 +17,17 @@ import (
 // calserverCommand makes the bench's own binary run the calibrated server.
 const calserverCommand = "calserver"
 
+// gohttpCommand makes it run the Go net/http server.
+const gohttpCommand = "gohttp"
+
 // server is a process under load, started by the bench.
 type server struct {
 	name string
 	cmd  *exec.Cmd
 	addr string // 127.0.0.1:PORT
+	// h2 servers are loaded with h2load, streams in flight on each
+	// connection, rather than with wrk.
+	h2 bool
 }
 
 func (s *server) pid() int { return s.cmd.Process.Pid }
@@ -108,4 +114,20 @@ func startCalserver(burn time.Duration) (*server, error) {
 		return nil, err
 	}
 	return &server{name: fmt.Sprintf("calserver, %d µs burn", burn.Microseconds()), cmd: cmd, addr: p.Addr}, nil
+}
+
+// startH2 starts the Go net/http server speaking HTTP/2 without TLS, one
+// route that burns nothing: what reqprof costs per stream.
+func startH2() (*server, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, gohttpCommand, "--h2c", "--route", "/=0s", "--listen", "127.0.0.1:0")
+	cmd.Stderr = os.Stderr
+	p, err := calserver.Spawn(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &server{name: "Go net/http, h2c, 8 streams per connection", cmd: cmd, addr: p.Addr, h2: true}, nil
 }

@@ -44,6 +44,13 @@ func (c *Conn) detect(data []byte) (int, bool) {
 		c.startH2(0)
 		return n, true
 	}
+	if c.pos > 0 && h2Frames(data) {
+		// HTTP/2 joined after its preface: frames still delimit the
+		// streams, but the header compression state is lost.
+		c.startH2(0)
+		c.h2.blind = true
+		return 0, true
+	}
 	if n := min(len(data), len(lspHeader)); asciiEqualFold(data[:n], lspHeader[:n]) {
 		if n < len(lspHeader) {
 			return 0, false
@@ -128,3 +135,47 @@ func asciiEqualFold(b []byte, lower string) bool {
 
 // clip shortens what an error quotes.
 func clip(b []byte) []byte { return b[:min(len(b), 64)] }
+
+// h2Frames reports whether data, taken where a connection was joined after
+// it opened, is HTTP/2 client frames: at least one whole frame, each of a
+// known type with a length and stream that type allows, chained to the end
+// of data or into the last frame's payload.
+func h2Frames(data []byte) bool {
+	whole := 0
+	for len(data) >= 9 {
+		length := int(data[0])<<16 | int(data[1])<<8 | int(data[2])
+		typ := data[3]
+		sid := uint32(data[5]&0x7f)<<24 | uint32(data[6])<<16 | uint32(data[7])<<8 | uint32(data[8])
+		if data[5]&0x80 != 0 || length > 1<<14 {
+			return false // the reserved bit, or past the default frame size
+		}
+		ok := false
+		switch typ {
+		case frameData, frameContinuation:
+			ok = sid != 0
+		case frameHeaders:
+			ok = sid%2 == 1
+		case framePriority:
+			ok = sid != 0 && length == 5
+		case frameRSTStream:
+			ok = sid != 0 && length == 4
+		case frameSettings:
+			ok = sid == 0 && length%6 == 0
+		case framePing:
+			ok = sid == 0 && length == 8
+		case frameGoAway:
+			ok = sid == 0 && length >= 8
+		case frameWindowUpdate:
+			ok = length == 4
+		}
+		if !ok {
+			return false
+		}
+		if 9+length > len(data) {
+			break
+		}
+		whole++
+		data = data[9+length:]
+	}
+	return whole > 0
+}

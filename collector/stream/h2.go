@@ -41,9 +41,13 @@ const (
 )
 
 type h2State struct {
-	dec  *hpack.Decoder // one per connection: its dynamic table spans every block
-	last uint32         // the highest stream the client opened
-	cont uint32         // the stream whose header block awaits CONTINUATION, or 0
+	dec *hpack.Decoder // one per connection: its dynamic table spans every block
+	// blind: joined after the preface, header blocks cannot be decoded
+	// (their dynamic table began before): streams are counted by their
+	// frames and named by port.
+	blind bool
+	last  uint32 // the highest stream the client opened
+	cont  uint32 // the stream whose header block awaits CONTINUATION, or 0
 
 	// The HEADERS or CONTINUATION frame whose payload is read.
 	typ, flags byte
@@ -201,6 +205,16 @@ func (c *Conn) h2Payload(data []byte) (int, bool) {
 	if h.block > maxHeaderBlock {
 		c.fail(ErrBound, "header block longer than %d bytes", maxHeaderBlock)
 		return 0, false
+	}
+	if h.blind {
+		if h.flags&flagEndHeaders == 0 {
+			h.cont = h.sid
+		} else if h.cont = 0; h.capture {
+			c.scratch = c.portName(append(c.scratch[:0], "h2 "...))
+			c.emit(c.scratch, H2, false, false)
+		}
+		c.st = sH2Frame
+		return h.length, true
 	}
 	if _, err := h.dec.Write(p); err != nil {
 		c.fail(ErrHPACK, "%v", err)

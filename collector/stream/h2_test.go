@@ -257,3 +257,35 @@ func TestH2TableAcrossTrailers(t *testing.T) {
 	r := checkSplits(t, 80, c.out.Bytes())
 	want(t, "table across trailers", r, H2, nil, "GET /a", "GET /from-trailers")
 }
+
+// A connection joined after its preface: its header blocks cannot be
+// decoded, but its frames still say which streams it opened. Each new
+// stream is a request named by port; trailers and control frames are not.
+func TestH2JoinedAfterPreface(t *testing.T) {
+	c := newH2Client(t, true)
+	c.settings()
+	c.grpcCall(1, "/pkg.Svc/A", []byte("before"))
+	joinedAt := c.out.Len()
+	c.grpcCall(3, "/pkg.Svc/A", []byte("x"))
+	c.check(c.fr.WriteWindowUpdate(0, 1000))
+	c.grpcCall(5, "/pkg.Svc/B", []byte("y"))
+	c.request(5, true, "grpc-status", "0") // trailers
+	c.check(c.fr.WritePing(false, [8]byte{}))
+	data := c.out.Bytes()[joinedAt:]
+
+	conn := NewConnAt(50051, uint64(joinedAt))
+	conn.Feed(uint64(joinedAt), data)
+	got := conn.Requests(nil)
+	if conn.Err() != nil || conn.Protocol() != H2 {
+		t.Fatalf("err %v, protocol %v", conn.Err(), conn.Protocol())
+	}
+	if len(got) != 2 || got[0].Name != "h2 :50051" || got[1].Name != "h2 :50051" {
+		t.Errorf("requests %+v, want two named h2 :50051", got)
+	}
+	// Bytes that are no frames, joined the same way, are not taken for them.
+	other := NewConnAt(80, 100)
+	other.Feed(100, []byte("\x00\x00\x05\x63whatever this is, no frame"))
+	if other.Err() == nil {
+		t.Errorf("unknown bytes joined mid-stream read as %v", other.Protocol())
+	}
+}

@@ -100,6 +100,7 @@ func Main(args []string) int {
 		return nil
 	})
 	pause := fs.Duration("pause", 0, "sleep this long halfway through each handler's burn")
+	h2c := fs.Bool("h2c", false, "serve HTTP/2 without TLS as well (prior knowledge and the HTTP/1.1 Upgrade)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -128,6 +129,11 @@ func Main(args []string) int {
 		return 1
 	}
 	srv := &http.Server{Handler: mux}
+	if *h2c {
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
 	go srv.Serve(ln)
 	fmt.Printf("listening on %s\n", ln.Addr())
 	stop := make(chan os.Signal, 1)

@@ -36,6 +36,10 @@ type Config struct {
 	Bodies []string
 	// Timeout bounds the whole run; default 30s.
 	Timeout time.Duration
+	// Pipeline, above 1, sends that many requests in one write before
+	// reading their responses (HTTP/1.1 pipelining): the server reads
+	// several requests in one read.
+	Pipeline int
 }
 
 // ErrConfig is what Run's errors for an invalid Config wrap.
@@ -77,7 +81,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if i < cfg.Requests%cfg.Conns {
 			n++
 		}
-		wg.Go(func() { conns[i] = runConn(ctx, cfg.Addr, requests, i, n) })
+		wg.Go(func() { conns[i] = runConn(ctx, cfg.Addr, requests, i, n, cfg.Pipeline) })
 	}
 	wg.Wait()
 
@@ -143,6 +147,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Timeout <= 0 {
 		c.Timeout = 30 * time.Second
 	}
+	c.Pipeline = max(c.Pipeline, 1)
 	return c, nil
 }
 
@@ -168,9 +173,10 @@ type connResult struct {
 }
 
 // runConn sends n requests on one connection, cycling through requests from
-// index first, and closes it: the close is what ends the server's last
-// request on it for a profiler that watches connections.
-func runConn(ctx context.Context, addr string, requests [][]byte, first, n int) connResult {
+// index first, depth of them in each write, and closes it: the close is what
+// ends the server's last request on it for a profiler that watches
+// connections.
+func runConn(ctx context.Context, addr string, requests [][]byte, first, n, depth int) connResult {
 	res := connResult{perRequest: make([]int, len(requests))}
 	var dialer net.Dialer
 	c, err := dialer.DialContext(ctx, "tcp", addr)
@@ -185,17 +191,23 @@ func runConn(ctx context.Context, addr string, requests [][]byte, first, n int) 
 	defer stopInterrupt()
 
 	r := bufio.NewReader(c)
-	for i := range n {
-		p := (first + i) % len(requests)
-		if _, err := c.Write(requests[p]); err != nil {
+	var batch []byte
+	for i := 0; i < n; i += depth {
+		batch = batch[:0]
+		for j := i; j < min(i+depth, n); j++ {
+			batch = append(batch, requests[(first+j)%len(requests)]...)
+		}
+		if _, err := c.Write(batch); err != nil {
 			res.err = fmt.Errorf("request %d: %w", i, err)
 			return res
 		}
-		if err := ReadResponse(r); err != nil {
-			res.err = fmt.Errorf("response %d: %w", i, err)
-			return res
+		for j := i; j < min(i+depth, n); j++ {
+			if err := ReadResponse(r); err != nil {
+				res.err = fmt.Errorf("response %d: %w", j, err)
+				return res
+			}
+			res.perRequest[(first+j)%len(requests)]++
 		}
-		res.perRequest[p]++
 	}
 	return res
 }

@@ -1,0 +1,349 @@
+package collector_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/gohttp"
+	"github.com/reqprof/reqprof/internal/grpcserver"
+	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/profile"
+)
+
+// Requests that a burst of one connection does not delimit: HTTP/2 streams
+// in flight at once, gRPC calls, HTTP/1.1 and Redis pipelining. Each is
+// counted against the load generator's or the server's own count, named,
+// and given its protocol.
+
+// buildOnce builds a Go command of this module once per test binary.
+var buildOnce = struct {
+	sync.Mutex
+	bins map[string]string
+}{bins: map[string]string{}}
+
+func buildCmd(t *testing.T, pkg string) string {
+	t.Helper()
+	buildOnce.Lock()
+	defer buildOnce.Unlock()
+	if bin, ok := buildOnce.bins[pkg]; ok {
+		return bin
+	}
+	dir, err := os.MkdirTemp("", "reqprof-cmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, out)
+	}
+	buildOnce.bins[pkg] = bin
+	return bin
+}
+
+// routeTotals is a target's exact totals by route name, over every port.
+func routeTotals(target profile.Target) map[string]profile.Totals {
+	out := map[string]profile.Totals{}
+	for key, sum := range target.TotalsByRoute() {
+		o := out[key.Route]
+		o.Merge(sum)
+		out[key.Route] = o
+	}
+	return out
+}
+
+func meanTotalsUs(sum profile.Totals) float64 {
+	if sum.Requests == 0 {
+		return 0
+	}
+	return float64(sum.CPUNs) / float64(sum.Requests) / 1e3
+}
+
+// TestHTTP2Streams loads a Go h2c server (prior knowledge) with h2load, two
+// connections of eight streams in flight each, on two routes, one burning
+// four times the other's CPU. Every stream is one request, named by its
+// :method and :path, with protocol h2, counted exactly; the overall mean is
+// the process's CPU per request.
+func TestHTTP2Streams(t *testing.T) {
+	requireBPF(t)
+	h2load := lookPathOrFail(t, "h2load")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
+	cmd := exec.Command(bin, "--h2c", "--route", "/light=100us", "--route", "/heavy=400us")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	srv, err := calserver.Spawn(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+
+	const streams = 6000
+	var out []byte
+	w := measure(t, []int{srv.PID()}, func() {
+		out, err = exec.Command(h2load, "-n", strconv.Itoa(streams), "-c", "2", "-m", "8",
+			"http://"+srv.Addr+"/light", "http://"+srv.Addr+"/heavy").CombinedOutput()
+		if err != nil {
+			t.Fatalf("h2load: %v\n%s", err, out)
+		}
+	})
+	var truth gohttp.Stats
+	if err := srv.StopInto(&truth); err != nil {
+		t.Fatal(err)
+	}
+	succeeded := h2loadSucceeded(t, out)
+	target := targetOf(t, w.run, srv.PID())
+	routes := routeTotals(target)
+	t.Logf("h2load: %d succeeded; server: %v; per burst: %v", succeeded, truth.Requests, target.PerBurst)
+	total := 0
+	for _, path := range []string{"/light", "/heavy"} {
+		got := routes["GET "+path]
+		total += got.Requests
+		if uint64(got.Requests) != truth.Requests[path] {
+			t.Errorf("GET %s: reqprof counted %d streams, the server served %d", path, got.Requests, truth.Requests[path])
+		}
+		if got.Protocol != "h2" {
+			t.Errorf("GET %s: protocol %q, want h2", path, got.Protocol)
+		}
+	}
+	if total != succeeded {
+		t.Errorf("reqprof counted %d streams, h2load %d succeeded", total, succeeded)
+	}
+	if len(target.PerBurst) > 0 {
+		t.Errorf("requests counted per burst: %v", target.PerBurst)
+	}
+	// All-in: every request's CPU, with the connection's framing shared
+	// out, against the process's CPU per request by the kernel's clock.
+	perRequest := float64(w.schedCPU[srv.PID()]) / float64(succeeded) / 1e3
+	attributed := float64(target.AttributedNs()) / float64(total) / 1e3
+	t.Logf("CPU per stream: reqprof %.1f µs attributed (mean of finished %.1f), process %.1f µs; /heavy %.1f, /light %.1f: difference %.1f, handlers' own %.1f",
+		attributed, meanFinishedCPUUs(target), perRequest, meanTotalsUs(routes["GET /heavy"]), meanTotalsUs(routes["GET /light"]),
+		meanTotalsUs(routes["GET /heavy"])-meanTotalsUs(routes["GET /light"]), truth.BurnUs["/heavy"]-truth.BurnUs["/light"])
+	if !within(meanFinishedCPUUs(target), perRequest, 0.05) {
+		t.Errorf("mean CPU per stream %.1f µs, the process used %.1f µs per stream: more than 5%% apart", meanFinishedCPUUs(target), perRequest)
+	}
+}
+
+// h2loadSucceeded reads "requests: N total, N started, N done, N succeeded".
+func h2loadSucceeded(t *testing.T, out []byte) int {
+	t.Helper()
+	m := regexp.MustCompile(`requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("h2load said:\n%s", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestGRPCCalls calls a grpc-go server's unary and server-streaming methods,
+// eight calls in flight on each of two connections: each call is one
+// request, named by its method path, with protocol grpc. A connection that
+// was open and busy before reqprof attached cannot be followed (its header
+// compression state began before): its calls are counted per burst, and
+// the target says so.
+func TestGRPCCalls(t *testing.T) {
+	requireBPF(t)
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
+	srv, err := calserver.Spawn(exec.Command(bin, "--light", "50us", "--heavy", "200us", "--messages", "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	methods := []string{grpcserver.Methods.Light, grpcserver.Methods.Heavy, grpcserver.Methods.Stream}
+	const calls = 6000
+	var made map[string]uint64
+	w := measure(t, []int{srv.PID()}, func() {
+		made, err = grpcserver.Load(context.Background(), srv.Addr, 2, 8, calls, methods)
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	var truth grpcserver.Stats
+	if err := srv.StopInto(&truth); err != nil {
+		t.Fatal(err)
+	}
+	target := targetOf(t, w.run, srv.PID())
+	routes := routeTotals(target)
+	for _, m := range methods {
+		got := routes[m]
+		t.Logf("%s: reqprof %d calls, %.1f µs each; client %d, server %d", m, got.Requests, meanTotalsUs(got), made[m], truth.Calls[m])
+		if uint64(got.Requests) != made[m] || made[m] != truth.Calls[m] {
+			t.Errorf("%s: reqprof counted %d calls, the client made %d, the server served %d", m, got.Requests, made[m], truth.Calls[m])
+		}
+		if got.Protocol != "grpc" {
+			t.Errorf("%s: protocol %q, want grpc", m, got.Protocol)
+		}
+	}
+	if len(target.PerBurst) > 0 {
+		t.Errorf("requests counted per burst: %v", target.PerBurst)
+	}
+}
+
+// TestGRPCJoinedMidStream attaches to a gRPC server whose client connection
+// is already open: its header compression state began before, so its
+// calls cannot be named, but its frames still delimit them: each call is
+// counted, named by port, and nothing is merged.
+func TestGRPCJoinedMidStream(t *testing.T) {
+	requireBPF(t)
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
+	srv, err := calserver.Spawn(exec.Command(bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	methods := []string{grpcserver.Methods.Light, grpcserver.Methods.Heavy}
+	client, err := grpcserver.Dial(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := grpcserver.LoadOn(context.Background(), client, 1, 10, methods); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 2000
+	w := measure(t, []int{srv.PID()}, func() {
+		if _, err := grpcserver.LoadOn(context.Background(), client, 8, calls, methods); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	target := targetOf(t, w.run, srv.PID())
+	_, port, _ := strings.Cut(srv.Addr, ":")
+	routes := routeTotals(target)
+	got := routes["h2 :"+port]
+	for name, sum := range routes {
+		t.Logf("route %q: %d requests, protocol %q", name, sum.Requests, sum.Protocol)
+	}
+	t.Logf("per burst %v", target.PerBurst)
+	if got.Requests != calls || target.Finished.Requests != calls {
+		t.Errorf("%d calls counted as h2 :%s, %d requests in all; want the %d calls made", got.Requests, port, target.Finished.Requests, calls)
+	}
+	if len(target.PerBurst) > 0 {
+		t.Errorf("requests counted per burst: %v", target.PerBurst)
+	}
+}
+
+// TestHTTP1Pipelined sends sixteen requests in each write to a Go net/http
+// server, which reads them in one read: each is a request, named.
+func TestHTTP1Pipelined(t *testing.T) {
+	requireBPF(t)
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
+	cmd := exec.Command(bin, "--route", "/a=20us", "--route", "/b=80us")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	srv, err := calserver.Spawn(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	const requests = 16000
+	var res loadgen.Result
+	w := measure(t, []int{srv.PID()}, func() {
+		res, err = loadgen.Run(context.Background(), loadgen.Config{
+			Addr: srv.Addr, Conns: 4, Requests: requests, Paths: []string{"/a", "/b"}, Pipeline: 16,
+		})
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	var truth gohttp.Stats
+	if err := srv.StopInto(&truth); err != nil {
+		t.Fatal(err)
+	}
+	target := targetOf(t, w.run, srv.PID())
+	routes := routeTotals(target)
+	if len(target.PerBurst) > 0 {
+		t.Errorf("requests counted per burst: %v", target.PerBurst)
+	}
+	for _, path := range []string{"/a", "/b"} {
+		got := routes["GET "+path]
+		t.Logf("GET %s: reqprof %d, load %d, server %d; %.1f µs each", path, got.Requests, res.PerPath[path], truth.Requests[path], meanTotalsUs(got))
+		if got.Requests != res.PerPath[path] || uint64(got.Requests) != truth.Requests[path] {
+			t.Errorf("GET %s: reqprof counted %d, the load got %d answers, the server served %d", path, got.Requests, res.PerPath[path], truth.Requests[path])
+		}
+		if got.Protocol != "http1" {
+			t.Errorf("GET %s: protocol %q, want http1", path, got.Protocol)
+		}
+	}
+	perRequest := float64(w.schedCPU[srv.PID()]) / float64(res.Requests) / 1e3
+	t.Logf("CPU per request: reqprof %.1f µs, process %.1f µs", meanFinishedCPUUs(target), perRequest)
+}
+
+// TestRedisPipelined runs redis-benchmark with sixteen commands in flight
+// per connection against Debian's redis-server: each SET and GET is a
+// request, named by its command, as redis's own command statistics count.
+func TestRedisPipelined(t *testing.T) {
+	requireBPF(t)
+	redisServer := lookPathOrFail(t, "redis-server")
+	bench := lookPathOrFail(t, "redis-benchmark")
+	port := freePort(t)
+	cmd := exec.Command(redisServer, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitListening(t, port)
+
+	before := redisCommandCalls(t, addr)
+	const n = 80000
+	w := measure(t, []int{cmd.Process.Pid}, func() {
+		out, err := exec.Command(bench, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-P", "16", "-n", strconv.Itoa(n), "-c", "4", "-t", "set,get", "-q").CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-benchmark: %v\n%s", err, out)
+		}
+	})
+	after := redisCommandCalls(t, addr)
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	routes := routeTotals(target)
+	for _, command := range []string{"SET", "GET"} {
+		served := after[strings.ToLower(command)] - before[strings.ToLower(command)]
+		got := routes[command]
+		t.Logf("%s: reqprof %d, redis %d; %.2f µs each", command, got.Requests, served, meanTotalsUs(got))
+		if uint64(got.Requests) != served {
+			t.Errorf("%s: reqprof counted %d, redis served %d", command, got.Requests, served)
+		}
+		if got.Protocol != "resp" {
+			t.Errorf("%s: protocol %q, want resp", command, got.Protocol)
+		}
+	}
+}
+
+// redisCommandCalls reads INFO commandstats: calls per command.
+func redisCommandCalls(t *testing.T, addr string) map[string]uint64 {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "INFO commandstats\r\n")
+	r := bufio.NewReader(c)
+	header, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(header, "$") {
+		t.Fatalf("INFO: %q %v", header, err)
+	}
+	size, _ := strconv.Atoi(strings.TrimSpace(header[1:]))
+	body := make([]byte, size+2)
+	if _, err := io.ReadFull(r, body); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]uint64{}
+	for _, line := range strings.Split(string(body), "\r\n") {
+		// cmdstat_get:calls=80000,usec=...
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseUint(strings.SplitN(rest, ",", 2)[0], 10, 64)
+		calls[name] = n
+	}
+	return calls
+}
