@@ -129,5 +129,5 @@ func startH2() (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &server{name: "Go net/http, h2c, 8 streams per connection", cmd: cmd, addr: p.Addr, h2: true}, nil
+	return &server{name: fmt.Sprintf("Go net/http, h2c, %d streams on each of 2 connections", overheadConns/2), cmd: cmd, addr: p.Addr, h2: true}, nil
 }
