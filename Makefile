@@ -17,9 +17,9 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Debian packages the build, the generate check and the root tests use:
 # real servers and their load generators, and a browser for the page test.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client chromium
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium
 # Commands standing for them.
-DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load chromium
+DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium
 
 .PHONY: build generate check-generate deps vet test demo fuzz bench
 

@@ -75,13 +75,13 @@ static __always_inline void begin_request(struct conn_state *c, __u64 cookie, __
 	__builtin_memset(&r->cost, 0, sizeof(r->cost));
 	r->bytes_in = 0;
 	r->bytes_out = 0;
-	r->flags = 0;
 	r->tid = tid;
 	r->start_ns = bpf_ktime_get_ns();
 	r->first_write_ns = 0;
 	r->end_ns = 0;
 	r->payload_len = 0;
 	r->stream_off = c->in_off;
+	r->flags = c->conn_flags;
 	c->chunked = 0;
 	c->phase = PHASE_READING;
 }
@@ -118,16 +118,49 @@ static __always_inline void end_conn(struct conn_state *c, __u64 cookie)
 		send_closed(c, cookie);
 }
 
-/* The local port of a TCP socket on a port the targets listen on, else 0. */
-static __always_inline __u16 served_port(struct sock *sk)
+/* Whether a Unix stream socket is one accepted from a listener of the
+ * targets: it shares its listener's address, while the connecting side
+ * has none (or its own). */
+static __always_inline bool served_unix(struct sock *sk)
 {
+	if (BPF_CORE_READ(sk, sk_type) != SOCK_STREAM)
+		return false;
+	struct unix_address *addr = BPF_CORE_READ((struct unix_sock *)sk, addr);
+	if (!addr)
+		return false;
+	__u32 zero = 0;
+	struct unix_path *key = bpf_map_lookup_elem(&unix_path_scratch, &zero);
+	if (!key)
+		return false;
+	__builtin_memset(key, 0, sizeof(*key));
+	int len = BPF_CORE_READ(addr, len) - 2; /* less sun_family */
+	if (len <= 0)
+		return false;
+	if (len > UNIX_PATH_MAX)
+		len = UNIX_PATH_MAX;
+	if (bpf_probe_read_kernel(key->path, len, (char *)addr + bpf_core_field_offset(struct unix_address, name) + 2))
+		return false;
+	return bpf_map_lookup_elem(&listen_unix, key) != 0;
+}
+
+/* How a socket is served: TCP on a port the targets listen on (*port is
+ * set), or a Unix stream socket they accepted (*port 0); false for any
+ * other socket. */
+static __always_inline bool served_socket(struct sock *sk, __u16 *port)
+{
+	*port = 0;
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == AF_UNIX)
+		return served_unix(sk);
 	if (family != AF_INET && family != AF_INET6)
-		return 0;
+		return false;
 	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
-		return 0;
-	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	return bpf_map_lookup_elem(&listen_ports, &port) ? port : 0;
+		return false;
+	__u16 local = BPF_CORE_READ(sk, __sk_common.skc_num);
+	if (!bpf_map_lookup_elem(&listen_ports, &local))
+		return false;
+	*port = local;
+	return true;
 }
 
 /* Bytes read from a TCP connection since it opened, less unread: what
@@ -154,17 +187,25 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	struct conn_state *fresh = bpf_map_lookup_elem(&conn_template, &zero);
 	if (!fresh)
 		return 0;
-	__u16 port = served_port(sk);
+	__u16 port;
+	bool served = served_socket(sk, &port);
 	fresh->rec.tgid = bpf_get_current_pid_tgid() >> 32;
 	fresh->rec.tid = tid;
 	fresh->rec.target = target;
 	fresh->rec.flags = flags;
 	fresh->rec.local_port = port;
 	fresh->phase = phase;
-	fresh->role = port ? ROLE_SERVER : ROLE_OTHER;
+	fresh->role = served ? ROLE_SERVER : ROLE_OTHER;
+	fresh->in_off = 0;
+	fresh->conn_flags = 0;
 	if (port) {
 		__u64 consumed = consumed_of(sk);
 		fresh->in_off = consumed > (__u64)just_read ? consumed - just_read : 0;
+	} else if (served) {
+		/* No count of bytes read is kept for a Unix socket: its
+		 * requests are counted from here. */
+		fresh->conn_flags = REQ_UNIX;
+		fresh->rec.flags |= REQ_UNIX;
 	}
 	if (bpf_map_update_elem(&conns, &cookie, fresh, BPF_NOEXIST)) {
 		c = bpf_map_lookup_elem(&conns, &cookie);

@@ -59,21 +59,59 @@ struct thread_struct {
 	unsigned long fsbase;
 } __attribute__((preserve_access_index));
 
+struct file {
+	void *private_data; /* a socket file's struct socket */
+} __attribute__((preserve_access_index));
+
+struct fdtable {
+	unsigned int max_fds;
+	__u32 unread_pad;
+	struct file **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct {
+	struct fdtable *fdt;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	struct sched_entity se;
 	struct thread_struct thread;
+	struct files_struct *files;
 } __attribute__((preserve_access_index));
+
+typedef struct {
+	__s64 counter;
+} atomic64_t;
 
 struct sock_common {
 	unsigned short skc_family;
 	__u16 skc_num; /* local port, host byte order */
+	__u32 unread_pad; /* never read: the layout is the kernel's, relocated */
+	atomic64_t skc_cookie; /* set once the socket's cookie was asked for */
 } __attribute__((preserve_access_index));
 
 struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_protocol;
+	__u16 sk_type;
+	__u32 unread_pad;
+} __attribute__((preserve_access_index));
+
+struct socket {
+	struct file *file;
+	struct sock *sk;
+} __attribute__((preserve_access_index));
+
+/* A Unix socket's bound address: an accepted socket shares its listener's. */
+struct unix_address {
+	int len; /* of name: the family's two bytes, then the path */
+	char name[]; /* struct sockaddr_un */
+} __attribute__((preserve_access_index));
+
+struct unix_sock {
+	struct unix_address *addr;
 } __attribute__((preserve_access_index));
 
 /* Where a TCP connection's inbound stream stands: bytes_received counts

@@ -100,6 +100,54 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 	return 0;
 }
 
+/* A served connection closes: what the thread closing it was charged is
+ * part of its last request, which ends; its state goes. */
+static __always_inline void close_served(struct conn_state *c, __u64 cookie)
+{
+	__u32 tid;
+	struct thread_state *st = current_thread(this_cpu(), &tid);
+	if (st && st->serving.conn == cookie)
+		flush_to(st, c);
+	end_conn(c, cookie);
+	bpf_map_delete_elem(&conns, &cookie);
+}
+
+/* A Unix socket has no state changes to trace (TCP's close is
+ * inet_sock_set_state): a served one ends when its server reads the end of
+ * it, or closes its descriptor. */
+static __always_inline void close_unix(struct sock *sk, __u64 cookie)
+{
+	if (!cookie || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
+		return;
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
+	if (c && c->role == ROLE_SERVER)
+		close_served(c, cookie);
+}
+
+/* close(fd) by a target thread: the socket behind fd, if a Unix one it
+ * serves. The cookie is the one the socket tracepoints asked for, kept in
+ * the socket once made. */
+static __always_inline void closing_fd(long fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	/* A socket's file and its struct socket point at each other; any
+	 * other file's private data does not point back. */
+	if (!sock || BPF_CORE_READ(sock, file) != f)
+		return;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return;
+	close_unix(sk, BPF_CORE_READ(sk, __sk_common.skc_cookie.counter));
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
@@ -124,6 +172,8 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	}
 	k->mode = MODE_SYSCALL;
 	k->syscall_nr = id;
+	if (id == NR_CLOSE)
+		closing_fd(BPF_CORE_READ(regs, di));
 	if (cfg.capture_bytes)
 		read_buffer(&st->serving, regs, id);
 	return 0;
@@ -193,6 +243,13 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 {
+	if (ret == 0 && enabled) {
+		/* The peer closed it: a Unix socket's end (TCP's is traced). */
+		__u32 tid;
+		if (BPF_CORE_READ(sk, __sk_common.skc_family) == AF_UNIX && current_thread(this_cpu(), &tid))
+			close_unix(sk, bpf_get_socket_cookie(sk));
+		return 0;
+	}
 	struct sock_op op;
 	if (!sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
 		return 0;
@@ -257,16 +314,10 @@ int BPF_PROG(on_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
 	if (!c)
 		return 0;
-	if (c->role == ROLE_SERVER) {
-		/* Closed by a thread serving it: what it was charged is part of
-		 * the last request. */
-		__u32 tid;
-		struct thread_state *st = current_thread(this_cpu(), &tid);
-		if (st && st->serving.conn == cookie)
-			flush_to(st, c);
-		end_conn(c, cookie);
-	}
-	bpf_map_delete_elem(&conns, &cookie);
+	if (c->role == ROLE_SERVER)
+		close_served(c, cookie);
+	else
+		bpf_map_delete_elem(&conns, &cookie);
 	return 0;
 }
 

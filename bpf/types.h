@@ -37,13 +37,17 @@ enum limits {
 	CHUNKS_PER_READ = 4,
 	RINGBUF_BYTES = 8 << 20,
 	WAKEUP_BYTES = RINGBUF_BYTES / 4,
+	/* Bytes of a Unix socket's path (struct sockaddr_un's sun_path). */
+	UNIX_PATH_MAX = 108,
 	/* The number charged for a syscall entered before the window opened. */
 	SYSCALL_UNKNOWN = 0xfffff,
 };
 
+#define AF_UNIX 1
 #define AF_INET 2
 #define AF_INET6 10
 #define IPPROTO_TCP 6
+#define SOCK_STREAM 1
 
 #define TCP_ESTABLISHED 1
 #define TCP_FIN_WAIT1 4
@@ -59,6 +63,7 @@ enum limits {
 #define NR_READV 19
 #define NR_RECVFROM 45
 #define NR_RECVMSG 47
+#define NR_CLOSE 3
 /* ... and of those that send a signal. */
 #define NR_KILL 62
 #define NR_TKILL 200
@@ -97,6 +102,7 @@ enum conn_role {
 enum record_flags {
 	REQ_START_UNSEEN = 1, /* the request began before reqprof attached */
 	REQ_CHUNKED = 2,      /* bytes beyond its payload were sent as chunk records before it */
+	REQ_UNIX = 4,         /* it came on a Unix stream socket (local_port is 0) */
 };
 
 /* What a ring-buffer record is: every record starts with its kind. */
@@ -180,7 +186,8 @@ struct conn_state {
 	__u32 follow_all;
 	/* Chunks were sent: the collector holds state for it until told it closed. */
 	__u32 streamed;
-	__u32 pad;
+	/* Flags every request of it carries (REQ_UNIX). */
+	__u32 conn_flags;
 };
 
 /* A thread's on-CPU time, cut into pieces at syscall boundaries and
@@ -318,6 +325,7 @@ const enum limits *unused_limits __attribute__((unused));
 const enum record_flags *unused_record_flags __attribute__((unused));
 const enum record_kind *unused_record_kind __attribute__((unused));
 const struct chunk_record *unused_chunk_record __attribute__((unused));
+const struct unix_path *unused_unix_path __attribute__((unused));
 
 volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
@@ -349,6 +357,29 @@ struct {
 	__type(key, __u16);  /* local TCP port in host byte order */
 	__type(value, __u8); /* unused */
 } listen_ports SEC(".maps");
+
+/* The path of a Unix socket a target listens on: its bytes as the kernel
+ * keeps them (a filesystem path with its NUL, an abstract name after its
+ * leading NUL), zero-padded. */
+struct unix_path {
+	char path[UNIX_PATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct unix_path);
+	__type(value, __u8); /* unused */
+} listen_unix SEC(".maps");
+
+/* The path being looked up: too large for the stack of the programs that
+ * need it, with the rest they keep there. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unix_path);
+} unix_path_scratch SEC(".maps");
 
 /* In the task itself: reached from its task_struct in a few loads, where a
  * hash lookup would hash and compare a key on each of the some twenty

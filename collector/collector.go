@@ -123,7 +123,7 @@ func start(cfg Config, procs []*process) (*session, error) {
 }
 
 func (s *session) attach() error {
-	if err := refreshListenPorts(s.objs.ListenPorts, s.procs); err != nil {
+	if err := refreshListenPorts(s.objs, s.procs); err != nil {
 		return err
 	}
 	var err error
@@ -458,7 +458,7 @@ func waitWindow(ctx context.Context, duration time.Duration, objs *bpfObjects, p
 		// Not at every tick: /proc/PID/net/tcp lists every socket of the
 		// namespace, and reading it costs milliseconds on a busy host.
 		if time.Since(portsRead) >= portsRefreshInterval {
-			_ = refreshListenPorts(objs.ListenPorts, procs)
+			_ = refreshListenPorts(objs, procs)
 			portsRead = time.Now()
 		}
 	}
@@ -473,7 +473,7 @@ func hasExited(pidfd int) bool {
 	return err == nil && n > 0
 }
 
-func refreshListenPorts(ports *ebpf.Map, procs []*process) error {
+func refreshListenPorts(objs *bpfObjects, procs []*process) error {
 	for _, p := range procs {
 		if p.exited {
 			continue
@@ -483,12 +483,36 @@ func refreshListenPorts(ports *ebpf.Map, procs []*process) error {
 			return fmt.Errorf("reading listening ports of %d: %w", p.PID, err)
 		}
 		for port := range found {
-			if err := ports.Put(port, uint8(1)); err != nil {
+			if err := objs.ListenPorts.Put(port, uint8(1)); err != nil {
 				return fmt.Errorf("registering port %d: %w", port, err)
+			}
+		}
+		paths, err := listeningUnixPaths(p.PID)
+		if err != nil {
+			return fmt.Errorf("reading the Unix sockets %d listens on: %w", p.PID, err)
+		}
+		for _, path := range paths {
+			if err := objs.ListenUnix.Put(unixPathKey(path), uint8(1)); err != nil {
+				return fmt.Errorf("registering Unix socket %s: %w", path, err)
 			}
 		}
 	}
 	return nil
+}
+
+// unixPathKey is a listening path as the programs read it from the
+// kernel: a filesystem path's bytes (its NUL is the padding's first), or
+// an abstract name ('@' in /proc) after a NUL.
+func unixPathKey(path string) reqprofUnixPath {
+	var key reqprofUnixPath
+	at := 0
+	if abstract, ok := strings.CutPrefix(path, "@"); ok {
+		path, at = abstract, 1
+	}
+	for i := 0; i < len(path) && at+i < len(key.Path); i++ {
+		key.Path[at+i] = int8(path[i])
+	}
+	return key
 }
 
 type consumeResult struct {
@@ -611,9 +635,10 @@ func (res *consumeResult) add(d decodedRecord) {
 		f.carry, f.carrying = profile.Request{}, false
 	}
 	res.messages[d.target] += uint64(s.messages)
+	unixSocket := d.flags&uint32(reqprofRecordFlagsREQ_UNIX) != 0
 	switch {
 	case s.fallback != "":
-		r.Route = res.names.intern(fallbackName(&d))
+		r.Route = res.names.intern(localName(fallbackName(&d), unixSocket))
 		r.Protocol = s.protocol.String()
 		res.finished[d.target].add(r)
 		res.countPerBurst(d.target, s.fallback)
@@ -626,6 +651,9 @@ func (res *consumeResult) add(d decodedRecord) {
 		for i, found := range s.requests {
 			one := share(r, len(s.requests), i == 0)
 			one.Route = found.Name
+			if unixSocket {
+				one.Route = res.names.intern(localName(found.Name, true))
+			}
 			one.Protocol = found.Protocol.String()
 			res.finished[d.target].add(one)
 		}

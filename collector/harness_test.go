@@ -65,7 +65,13 @@ type server struct {
 
 func startCalserver(t *testing.T, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(calserverBin, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	return startCalserverAt(t, "127.0.0.1:0", args...)
+}
+
+// startCalserverAt starts it listening on listen: IP:PORT or unix:PATH.
+func startCalserverAt(t *testing.T, listen string, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(calserverBin, append([]string{"--listen", listen}, args...)...)
 	cmd.Stderr = os.Stderr
 	p, err := calserver.Spawn(cmd)
 	if err != nil {

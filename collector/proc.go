@@ -199,3 +199,71 @@ func threadName(tgid, tid uint32) (string, bool) {
 	}
 	return strings.TrimSuffix(string(b), "\n"), true
 }
+
+// listeningUnixPaths are the paths of the Unix stream sockets pid listens
+// on: those of /proc/PID/net/unix that are listening and whose inode is
+// one of pid's own descriptors (the table lists the whole namespace's).
+func listeningUnixPaths(pid int) ([]string, error) {
+	inodes, err := socketInodes(pid)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "net", "unix"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseListeningUnix(f, inodes)
+}
+
+// socketInodes are the inodes of pid's socket descriptors.
+func socketInodes(pid int) (map[uint64]bool, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[uint64]bool{}
+	for _, e := range entries {
+		link, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if inode, ok := strings.CutPrefix(link, "socket:["); ok {
+			if n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64); err == nil {
+				inodes[n] = true
+			}
+		}
+	}
+	return inodes, nil
+}
+
+// Flags and type of a listening stream socket in /proc/net/unix.
+const (
+	unixAcceptCon = "00010000" // __SO_ACCEPTCON
+	unixStream    = "0001"     // SOCK_STREAM
+)
+
+// parseListeningUnix reads the /proc/net/unix format: a header line, then
+// "Num RefCount Protocol Flags Type St Inode Path", keeping the paths of
+// listening stream sockets whose inode is in inodes. An abstract socket's
+// path is printed with a leading '@' for its NUL.
+func parseListeningUnix(r io.Reader, inodes map[uint64]bool) ([]string, error) {
+	sc := bufio.NewScanner(r)
+	sc.Scan() // header
+	var paths []string
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 8 || fields[3] != unixAcceptCon || fields[4] != unixStream {
+			continue
+		}
+		inode, err := strconv.ParseUint(fields[6], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("malformed inode %q", fields[6])
+		}
+		if inodes[inode] {
+			paths = append(paths, strings.Join(fields[7:], " "))
+		}
+	}
+	return paths, sc.Err()
+}

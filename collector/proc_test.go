@@ -82,3 +82,41 @@ func TestAttachedLineCountsThreads(t *testing.T) {
 		t.Errorf("attached line %q for a process of several threads, want it to end in threads", line)
 	}
 }
+
+func TestParseListeningUnix(t *testing.T) {
+	table := `Num       RefCount Protocol Flags    Type St Inode Path
+0000000000000000: 00000002 00000000 00010000 0001 01 1001 /run/app.sock
+0000000000000000: 00000002 00000000 00010000 0001 01 1002 @abstract-name
+0000000000000000: 00000003 00000000 00000000 0001 03 1003 /run/app.sock
+0000000000000000: 00000002 00000000 00010000 0002 01 1004 /run/dgram.sock
+0000000000000000: 00000002 00000000 00010000 0001 01 1005 /run/someone-elses.sock
+0000000000000000: 00000002 00000000 00010000 0001 01 1006
+`
+	paths, err := parseListeningUnix(strings.NewReader(table), map[uint64]bool{1001: true, 1002: true, 1003: true, 1004: true, 1006: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Listening stream sockets of the process only: not a connected one,
+	// a datagram one, another process's, or an unbound one.
+	if strings.Join(paths, ",") != "/run/app.sock,@abstract-name" {
+		t.Errorf("paths %q", paths)
+	}
+	if _, err := parseListeningUnix(strings.NewReader("h\n0: 2 0 00010000 0001 01 x /p\n"), nil); err == nil {
+		t.Error("a malformed inode was accepted")
+	}
+}
+
+func TestUnixPathKey(t *testing.T) {
+	key := unixPathKey("@abs")
+	if key.Path[0] != 0 || key.Path[1] != 'a' || key.Path[3] != 's' || key.Path[4] != 0 {
+		t.Errorf("abstract key %v", key.Path[:6])
+	}
+	key = unixPathKey("/run/x")
+	if key.Path[0] != '/' || key.Path[5] != 'x' || key.Path[6] != 0 {
+		t.Errorf("path key %v", key.Path[:8])
+	}
+	long := unixPathKey("/" + strings.Repeat("a", 200))
+	if long.Path[len(long.Path)-1] != 'a' {
+		t.Error("a path past 108 bytes was not cut at 108")
+	}
+}

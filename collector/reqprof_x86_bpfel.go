@@ -57,7 +57,7 @@ type reqprofConnState struct {
 	Chunked   uint32
 	FollowAll uint32
 	Streamed  uint32
-	Pad       uint32
+	ConnFlags uint32
 }
 
 type reqprofCost struct {
@@ -116,6 +116,7 @@ const (
 	reqprofLimitsCHUNKS_PER_READ      reqprofLimits = 4
 	reqprofLimitsRINGBUF_BYTES        reqprofLimits = 8388608
 	reqprofLimitsWAKEUP_BYTES         reqprofLimits = 2097152
+	reqprofLimitsUNIX_PATH_MAX        reqprofLimits = 108
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
 )
 
@@ -124,6 +125,7 @@ type reqprofRecordFlags uint32
 const (
 	reqprofRecordFlagsREQ_START_UNSEEN reqprofRecordFlags = 1
 	reqprofRecordFlagsREQ_CHUNKED      reqprofRecordFlags = 2
+	reqprofRecordFlagsREQ_UNIX         reqprofRecordFlags = 4
 )
 
 type reqprofRecordKind uint32
@@ -232,6 +234,11 @@ type reqprofThreadState struct {
 	}
 }
 
+type reqprofUnixPath struct {
+	_    structs.HostLayout
+	Path [108]int8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -243,11 +250,13 @@ const (
 	reqprofMapGoLayouts            = "go_layouts"
 	reqprofMapGoroutines           = "goroutines"
 	reqprofMapListenPorts          = "listen_ports"
+	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapRequests             = "requests"
 	reqprofMapStats                = "stats"
 	reqprofMapTargets              = "targets"
 	reqprofMapThreadTemplate       = "thread_template"
 	reqprofMapThreads              = "threads"
+	reqprofMapUnixPathScratch      = "unix_path_scratch"
 	reqprofProgOnInetSockSetState  = "on_inet_sock_set_state"
 	reqprofProgOnIrqHandlerEntry   = "on_irq_handler_entry"
 	reqprofProgOnIrqHandlerExit    = "on_irq_handler_exit"
@@ -281,6 +290,7 @@ const (
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
 	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
+	reqprofVarUnusedUnixPath       = "unused_unix_path"
 )
 
 // loadReqprof returns the embedded CollectionSpec for reqprof.
@@ -350,18 +360,20 @@ type reqprofProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type reqprofMapSpecs struct {
-	ChunkScratch   *ebpf.MapSpec `ebpf:"chunk_scratch"`
-	ConnTemplate   *ebpf.MapSpec `ebpf:"conn_template"`
-	Conns          *ebpf.MapSpec `ebpf:"conns"`
-	Cpus           *ebpf.MapSpec `ebpf:"cpus"`
-	GoLayouts      *ebpf.MapSpec `ebpf:"go_layouts"`
-	Goroutines     *ebpf.MapSpec `ebpf:"goroutines"`
-	ListenPorts    *ebpf.MapSpec `ebpf:"listen_ports"`
-	Requests       *ebpf.MapSpec `ebpf:"requests"`
-	Stats          *ebpf.MapSpec `ebpf:"stats"`
-	Targets        *ebpf.MapSpec `ebpf:"targets"`
-	ThreadTemplate *ebpf.MapSpec `ebpf:"thread_template"`
-	Threads        *ebpf.MapSpec `ebpf:"threads"`
+	ChunkScratch    *ebpf.MapSpec `ebpf:"chunk_scratch"`
+	ConnTemplate    *ebpf.MapSpec `ebpf:"conn_template"`
+	Conns           *ebpf.MapSpec `ebpf:"conns"`
+	Cpus            *ebpf.MapSpec `ebpf:"cpus"`
+	GoLayouts       *ebpf.MapSpec `ebpf:"go_layouts"`
+	Goroutines      *ebpf.MapSpec `ebpf:"goroutines"`
+	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
+	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
+	Requests        *ebpf.MapSpec `ebpf:"requests"`
+	Stats           *ebpf.MapSpec `ebpf:"stats"`
+	Targets         *ebpf.MapSpec `ebpf:"targets"`
+	ThreadTemplate  *ebpf.MapSpec `ebpf:"thread_template"`
+	Threads         *ebpf.MapSpec `ebpf:"threads"`
+	UnixPathScratch *ebpf.MapSpec `ebpf:"unix_path_scratch"`
 }
 
 // reqprofVariableSpecs contains global variables before they are loaded into the kernel.
@@ -382,6 +394,7 @@ type reqprofVariableSpecs struct {
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
+	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
 }
 
 // reqprofObjects contains all objects after they have been loaded into the kernel.
@@ -404,18 +417,20 @@ func (o *reqprofObjects) Close() error {
 //
 // It can be passed to loadReqprofObjects or ebpf.CollectionSpec.LoadAndAssign.
 type reqprofMaps struct {
-	ChunkScratch   *ebpf.Map `ebpf:"chunk_scratch"`
-	ConnTemplate   *ebpf.Map `ebpf:"conn_template"`
-	Conns          *ebpf.Map `ebpf:"conns"`
-	Cpus           *ebpf.Map `ebpf:"cpus"`
-	GoLayouts      *ebpf.Map `ebpf:"go_layouts"`
-	Goroutines     *ebpf.Map `ebpf:"goroutines"`
-	ListenPorts    *ebpf.Map `ebpf:"listen_ports"`
-	Requests       *ebpf.Map `ebpf:"requests"`
-	Stats          *ebpf.Map `ebpf:"stats"`
-	Targets        *ebpf.Map `ebpf:"targets"`
-	ThreadTemplate *ebpf.Map `ebpf:"thread_template"`
-	Threads        *ebpf.Map `ebpf:"threads"`
+	ChunkScratch    *ebpf.Map `ebpf:"chunk_scratch"`
+	ConnTemplate    *ebpf.Map `ebpf:"conn_template"`
+	Conns           *ebpf.Map `ebpf:"conns"`
+	Cpus            *ebpf.Map `ebpf:"cpus"`
+	GoLayouts       *ebpf.Map `ebpf:"go_layouts"`
+	Goroutines      *ebpf.Map `ebpf:"goroutines"`
+	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
+	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
+	Requests        *ebpf.Map `ebpf:"requests"`
+	Stats           *ebpf.Map `ebpf:"stats"`
+	Targets         *ebpf.Map `ebpf:"targets"`
+	ThreadTemplate  *ebpf.Map `ebpf:"thread_template"`
+	Threads         *ebpf.Map `ebpf:"threads"`
+	UnixPathScratch *ebpf.Map `ebpf:"unix_path_scratch"`
 }
 
 func (m *reqprofMaps) Close() error {
@@ -427,11 +442,13 @@ func (m *reqprofMaps) Close() error {
 		m.GoLayouts,
 		m.Goroutines,
 		m.ListenPorts,
+		m.ListenUnix,
 		m.Requests,
 		m.Stats,
 		m.Targets,
 		m.ThreadTemplate,
 		m.Threads,
+		m.UnixPathScratch,
 	)
 }
 
@@ -453,6 +470,7 @@ type reqprofVariables struct {
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
+	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
 }
 
 // reqprofPrograms contains all programs after they have been loaded into the kernel.

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/reqprof/reqprof/collector/route"
 	"github.com/reqprof/reqprof/collector/stream"
@@ -233,6 +234,21 @@ func fallbackReason(err error, streamOff uint64) string {
 		return "over a bound"
 	}
 	return "malformed"
+}
+
+// localName names by "unix" what would be named by port 0: a request on
+// a Unix socket, which has no port.
+func localName(name string, unixSocket bool) string {
+	if !unixSocket {
+		return name
+	}
+	if name == ":0" {
+		return "unix"
+	}
+	if rest, ok := strings.CutSuffix(name, " :0"); ok {
+		return rest + " unix"
+	}
+	return name
 }
 
 // fallbackName names a burst counted as one request.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/gohttp"
@@ -346,4 +347,94 @@ func redisCommandCalls(t *testing.T, addr string) map[string]uint64 {
 		calls[name] = n
 	}
 	return calls
+}
+
+// TestUnixSocket serves the calibrated server on a Unix socket, as app
+// servers behind a local proxy do: the same request model as TCP, counts
+// exact, CPU per request within 3% of the server's own.
+func TestUnixSocket(t *testing.T) {
+	for _, model := range []string{"threads", "epoll"} {
+		t.Run(model, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "calserver.sock")
+			srv := startCalserverAt(t, "unix:"+path, "--model", model, "--burn", "200us")
+			const requests = 2000
+			w := measure(t, []int{srv.pid()}, func() {
+				if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.addr, Conns: 8, Requests: requests}); err != nil {
+					t.Fatalf("load: %v", err)
+				}
+			})
+			truth := srv.stop(t)
+			target := targetOf(t, w.run, srv.pid())
+			routes := routeTotals(target)
+			got, want := meanFinishedCPUUs(target), truth.MeanCPUMicros()
+			t.Logf("%d requests (routes %d), %.1f µs each, the server %.1f µs (%+.2f%%); unattributed %.1f ms; per burst %v",
+				target.Finished.Requests, len(routes), got, want, 100*(got/want-1), float64(target.UnattributedNs)/1e6, target.PerBurst)
+			if target.Finished.Requests != requests || routes["GET /"].Requests != requests {
+				t.Errorf("counted %d requests, %d of them GET /; want %d", target.Finished.Requests, routes["GET /"].Requests, requests)
+			}
+			if !within(got, want, 0.03) {
+				t.Errorf("mean CPU per request %.1f µs, the server measured %.1f µs: more than 3%% apart", got, want)
+			}
+		})
+	}
+}
+
+// asgiApp is a plain ASGI application: no framework, so that Debian's
+// uvicorn alone runs it.
+const asgiApp = `
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain"), (b"content-length", b"3")]})
+    await send({"type": "http.response.body", "body": b"ok\n"})
+`
+
+// TestUvicornOnUnixSocket profiles Debian's uvicorn serving on a Unix
+// socket, as it does behind a local proxy: every request counted, named by
+// its path, its CPU seen.
+func TestUvicornOnUnixSocket(t *testing.T) {
+	requireBPF(t)
+	uvicorn := lookPathOrFail(t, "uvicorn")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "app.py"), []byte(asgiApp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "uvicorn.sock")
+	cmd := exec.Command(uvicorn, "--uds", sock, "--app-dir", dir, "--log-level", "warning", "--no-access-log", "app:app")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("uvicorn did not listen on its socket within 15 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	const requests = 3000
+	var res loadgen.Result
+	w := measure(t, []int{cmd.Process.Pid}, func() {
+		var err error
+		res, err = loadgen.Run(context.Background(), loadgen.Config{Addr: "unix:" + sock, Conns: 4, Requests: requests, Paths: []string{"/items/42", "/health"}})
+		if err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	routes := routeTotals(target)
+	t.Logf("routes: items %d, health %d; %.1f µs per request; attributed %.1f%% of %.1f ms; per burst %v",
+		routes["GET /items/{id}"].Requests, routes["GET /health"].Requests, meanFinishedCPUUs(target),
+		100*float64(target.AttributedNs())/float64(target.ProcessNs()), float64(target.ProcessNs())/1e6, target.PerBurst)
+	if routes["GET /items/{id}"].Requests != res.PerPath["/items/42"] || routes["GET /health"].Requests != res.PerPath["/health"] {
+		t.Errorf("counted %d and %d, the load got %v", routes["GET /items/{id}"].Requests, routes["GET /health"].Requests, res.PerPath)
+	}
+	if target.AttributedNs()*10 < target.ProcessNs()*9 {
+		t.Errorf("attributed %.1f%% of the process's CPU, want 90%% or more", 100*float64(target.AttributedNs())/float64(target.ProcessNs()))
+	}
 }

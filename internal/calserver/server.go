@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -159,6 +160,9 @@ func (s *Server) Close() error {
 // listenTCP opens a listening TCP socket on addr (IP:port) with the given
 // extra socket type flags, and returns it with the address it is bound to.
 func listenTCP(addr string, typeFlags int) (fd int, bound string, err error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return listenUnix(path, typeFlags)
+	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return -1, "", fmt.Errorf("calserver: listen address: %w", err)
@@ -177,6 +181,25 @@ func listenTCP(addr string, typeFlags int) (fd int, bound string, err error) {
 		return -1, "", err
 	}
 	return fd, bound, nil
+}
+
+// listenUnix opens a listening Unix stream socket at path (replacing a
+// stale one): servers behind a local proxy listen on one.
+func listenUnix(path string, typeFlags int) (fd int, bound string, err error) {
+	fd, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|typeFlags, 0)
+	if err != nil {
+		return -1, "", fmt.Errorf("calserver: socket: %w", err)
+	}
+	_ = unix.Unlink(path)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return -1, "", fmt.Errorf("calserver: bind %s: %w", path, err)
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		unix.Close(fd)
+		return -1, "", fmt.Errorf("calserver: listen: %w", err)
+	}
+	return fd, "unix:" + path, nil
 }
 
 func bindAndListen(fd int, sa unix.Sockaddr, ip netip.Addr) (string, error) {

@@ -17,13 +17,14 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
 // Config bounds a run in requests and in time.
 type Config struct {
-	Addr     string // host:port of a loopback server
+	Addr     string // host:port of a loopback server, or unix:PATH
 	Conns    int    // concurrent connections; default 1, at most Requests
 	Requests int    // total requests, split evenly across the connections
 	// Paths are requested in turn, connection i starting at Paths[i%len],
@@ -154,6 +155,9 @@ func (c Config) withDefaults() (Config, error) {
 // checkLoopback refuses any address but loopback: load is for the local
 // test server only.
 func checkLoopback(addr string) error {
+	if strings.HasPrefix(addr, "unix:") {
+		return nil // a Unix socket is local by nature
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%w: address: %w", ErrConfig, err)
@@ -179,7 +183,11 @@ type connResult struct {
 func runConn(ctx context.Context, addr string, requests [][]byte, first, n, depth int) connResult {
 	res := connResult{perRequest: make([]int, len(requests))}
 	var dialer net.Dialer
-	c, err := dialer.DialContext(ctx, "tcp", addr)
+	network := "tcp"
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, addr = "unix", path
+	}
+	c, err := dialer.DialContext(ctx, network, addr)
 	if err != nil {
 		res.err = err
 		return res
