@@ -114,6 +114,12 @@ type Target struct {
 	// state; the key predates task storage), "conn_map_full", "malformed".
 	LostBreakdown map[string]uint64
 	Exited        bool // the process exited before the window closed
+	// Execd is the program the process exec'd during the window, the
+	// path of its new executable, or "" if it exec'd none: the figures
+	// after ExecdAfter (into the window, to within the collector's poll
+	// interval) are of that program.
+	Execd      string
+	ExecdAfter time.Duration
 	// Goroutines says, for a Go process, whether its CPU follows its
 	// goroutines ("followed") or, and why not, only its threads; empty
 	// for any other process.
@@ -284,6 +290,10 @@ type Overhead struct {
 	// peak resident memory.
 	CollectorCPUNs    uint64
 	CollectorMaxRSSKB uint64
+	// OtherInstances is how many other reqprofs were loaded at some
+	// point of the window: their programs ran on the same events, so
+	// the targets paid for them too.
+	OtherInstances int
 }
 
 // Meta says where and when a run was taken. Runs compared later are only

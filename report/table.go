@@ -274,6 +274,12 @@ func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
 		writeBPFCost(b, o)
 	}
 	fmt.Fprintf(b, "; collector %s ms CPU, %s MB peak memory\n", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))
+	switch {
+	case o.OtherReqprofs == 1:
+		b.WriteString("WARNING: another reqprof was loaded during the window: the targets' threads ran its programs too, and their CPU figures include that cost\n")
+	case o.OtherReqprofs > 1:
+		fmt.Fprintf(b, "WARNING: %d other reqprofs were loaded during the window: the targets' threads ran their programs too, and their CPU figures include that cost\n", o.OtherReqprofs)
+	}
 }
 
 // writeBPFCost says what the programs cost, and from which statistics.
