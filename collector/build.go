@@ -138,6 +138,8 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		LostEvents:         s.LostRecords + s.LostThreads + s.LostConns + s.LostChunks,
 		LostBreakdown:      lostBreakdown(s),
 		Exited:             p.exited,
+		Execd:              p.execd,
+		ExecdAfter:         p.execdAfter,
 		Goroutines:         p.goroutines,
 	}
 	if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && s.ChildrenFollowed == 0 {

@@ -60,11 +60,22 @@ const consumePollInterval = 25 * time.Millisecond
 // process is a target as the collector tracks it during the window.
 type process struct {
 	Target
-	comm      string
-	pidfd     int
-	exited    bool
-	schedNs0  uint64 // kernel CPU clock at the window's start
-	schedNsAt uint64 // its latest reading
+	comm  string
+	pidfd int
+	// image is the program it ran when last polled; imageKnown is false
+	// until it could be read, and an exec before that goes unseen.
+	image      image
+	imageKnown bool
+	exited     bool
+	// forgotten: its pid is out of the targets map, once it has exited,
+	// so that no process given the pid later is taken for it.
+	forgotten bool
+	// execd is the program it exec'd during the window, first seen
+	// execdAfter into it; "" if none.
+	execd      string
+	execdAfter time.Duration
+	schedNs0   uint64 // kernel CPU clock at the window's start
+	schedNsAt  uint64 // its latest reading
 	// members are its processes besides PID: children or cgroup members.
 	// The kernel's CPU clock is per process, so a target of several has
 	// no single figure to compare with.
@@ -105,6 +116,9 @@ type session struct {
 	reader   *ringbuf.Reader
 	links    []link.Link
 	overhead *overheadMeter
+	// others is the most other reqprof instances seen loaded while the
+	// window was open.
+	others int
 }
 
 // start loads and attaches the programs, and measures the syscall entry
@@ -167,16 +181,18 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	if err != nil {
 		return profile.Run{}, err
 	}
+	s.countOthers()
 	if cfg.OnAttached != nil {
 		cfg.OnAttached(attachedLine(s.procs))
 	}
 
-	waitWindow(ctx, cfg.Duration, s.objs, s.procs, s.overhead)
+	s.waitWindow(ctx, cfg.Duration, startNs)
 
-	endNs, cost, err := s.closeWindow()
+	endNs, cost, err := s.closeWindow(startNs)
 	if err != nil {
 		return profile.Run{}, err
 	}
+	cost.OtherInstances = s.others
 	res := <-consumed
 	if res.err != nil {
 		return profile.Run{}, res.err
@@ -187,19 +203,21 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 }
 
 // closeWindow stops counting, then reads the process clocks at the same
-// instant so both accountings cover the same time, detaches the programs
+// instant so both accountings cover the same time (and sees whether the
+// targets exited or exec'd since the last poll), detaches the programs
 // and drains the ring buffer.
-func (s *session) closeWindow() (endNs uint64, cost profile.Overhead, err error) {
+func (s *session) closeWindow(startNs uint64) (endNs uint64, cost profile.Overhead, err error) {
 	if err := s.objs.Enabled.Set(uint32(0)); err != nil {
 		return 0, cost, fmt.Errorf("disabling the programs: %w", err)
 	}
 	endNs = monotonicNs()
 	cost = s.overhead.close()
 	for _, p := range s.procs {
-		if ns, err := ProcessCPUNs(p.PID); err == nil && !p.exited {
-			p.schedNsAt = ns
+		if !p.exited {
+			p.poll(time.Duration(endNs - startNs))
 		}
 	}
+	s.countOthers()
 	s.detach()
 	if err := s.reader.Flush(); err != nil {
 		return 0, cost, fmt.Errorf("draining the request ring buffer: %w", err)
@@ -235,6 +253,7 @@ const (
 	generationNoTargets   = 1 // enabled, for the calibration
 	generationTargets     = 2 // the window is open
 	generationCalibrating = 3 // the collector's own process is a target
+	generationChanged     = 4 // and up: the targets map changed in the window
 )
 
 // enableAndCalibrate starts the programs with no target registered and
@@ -266,6 +285,8 @@ func openWindow(objs *bpfObjects, procs []*process, followChildren bool) (startN
 		if err := p.register(objs, i, followChildren); err != nil {
 			return 0, err
 		}
+		// Gone already: what was read by its pid may be another's.
+		p.exited = hasExited(p.pidfd)
 	}
 	if err := objs.TargetsGeneration.Set(uint32(generationTargets)); err != nil {
 		return 0, fmt.Errorf("registering targets: %w", err)
@@ -280,17 +301,23 @@ func openTargets(targets []Target) ([]*process, error) {
 	if len(targets) > maxTargets-1 { // one index is the collector's own, to calibrate
 		return nil, fmt.Errorf("%d targets, at most %d", len(targets), maxTargets-1)
 	}
-	seen := map[int]bool{}
 	var procs []*process
+	fail := func(err error) ([]*process, error) {
+		for _, p := range procs {
+			unix.Close(p.pidfd)
+		}
+		return nil, err
+	}
+	seen := map[int]bool{}
 	for _, t := range targets {
 		var members []int
 		if t.Cgroup != "" {
 			pids, err := cgroupProcs(t.Cgroup)
 			if err != nil {
-				return nil, setupError{err.Error(), ErrNoProcess}
+				return fail(setupError{err.Error(), ErrNoProcess})
 			}
 			if len(pids) == 0 {
-				return nil, setupError{fmt.Sprintf("cgroup %s has no process", t.Cgroup), ErrNoProcess}
+				return fail(setupError{fmt.Sprintf("cgroup %s has no process", t.Cgroup), ErrNoProcess})
 			}
 			t.PID, members = pids[0], pids[1:]
 			if t.Label == "" {
@@ -298,26 +325,48 @@ func openTargets(targets []Target) ([]*process, error) {
 			}
 		}
 		if t.PID <= 0 {
-			return nil, fmt.Errorf("invalid pid %d", t.PID)
+			return fail(fmt.Errorf("invalid pid %d", t.PID))
 		}
 		if seen[t.PID] {
-			return nil, fmt.Errorf("pid %d given twice", t.PID)
+			return fail(fmt.Errorf("pid %d given twice", t.PID))
 		}
 		seen[t.PID] = true
-		comm, err := processComm(t.PID)
+		p, err := openProcess(t)
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
-		fd, err := unix.PidfdOpen(t.PID, 0)
-		if errors.Is(err, unix.ESRCH) {
-			return nil, noProcess(t.PID)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("opening process %d: %w", t.PID, err)
-		}
-		procs = append(procs, &process{Target: t, comm: comm, pidfd: fd, members: members})
+		p.members = members
+		procs = append(procs, p)
 	}
 	return procs, nil
+}
+
+// openProcess holds the process t.PID names now by a pidfd, and reads its
+// name and image. The pidfd goes first: read by pid, they are this
+// process's only if it still runs after the reads.
+func openProcess(t Target) (*process, error) {
+	fd, err := unix.PidfdOpen(t.PID, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil, noProcess(t.PID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening process %d: %w", t.PID, err)
+	}
+	p := &process{Target: t, pidfd: fd}
+	p.comm, err = processComm(t.PID)
+	if err == nil {
+		p.image, err = imageOf(t.PID)
+		p.imageKnown = err == nil
+		err = nil
+	}
+	if err == nil && hasExited(fd) {
+		err = noProcess(t.PID)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return p, nil
 }
 
 // register puts a target's processes into the targets map: its own, its
@@ -349,18 +398,28 @@ func (p *process) register(objs *bpfObjects, index int, followChildren bool) err
 // goroutines are followed if it is a Go process (else ""). A Go process's
 // layout goes in first, so that its threads find it from their first event.
 func addProcess(objs *bpfObjects, pid, index int, flags ebpf.MapUpdateFlags) (goroutines string, err error) {
-	layout, err := goLayoutOf(pid)
-	switch {
-	case err == nil:
-		value := reqprofGoLayout{TlsOffset: layout.gTLSOffset, GoidOffset: layout.goidOffset}
-		if err := objs.GoLayouts.Update(uint32(pid), &value, ebpf.UpdateAny); err != nil {
-			return "", err
-		}
-		goroutines = GoroutinesFollowed
-	case !errors.Is(err, errNotGo):
-		goroutines = "not followed: " + err.Error()
+	if goroutines, err = setGoLayout(objs, pid); err != nil {
+		return "", err
 	}
 	return goroutines, objs.Targets.Update(uint32(pid), uint32(index), flags)
+}
+
+// setGoLayout gives the programs the layout of pid's binary if it is a Go
+// binary, and takes away any other, and says how its goroutines are
+// followed (else "").
+func setGoLayout(objs *bpfObjects, pid int) (goroutines string, err error) {
+	layout, err := goLayoutOf(pid)
+	if err == nil {
+		value := reqprofGoLayout{TlsOffset: layout.gTLSOffset, GoidOffset: layout.goidOffset}
+		return GoroutinesFollowed, objs.GoLayouts.Update(uint32(pid), &value, ebpf.UpdateAny)
+	}
+	if !errors.Is(err, errNotGo) {
+		goroutines = "not followed: " + err.Error()
+	}
+	if err := objs.GoLayouts.Delete(uint32(pid)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return "", err
+	}
+	return goroutines, nil
 }
 
 // GoroutinesFollowed is what a Go target's report says when its goroutines
@@ -416,8 +475,8 @@ func attachedLine(procs []*process) string {
 }
 
 // waitWindow returns when the duration passes, ctx is done, or every target
-// has exited. Meanwhile it notes exits and new listening ports.
-func waitWindow(ctx context.Context, duration time.Duration, objs *bpfObjects, procs []*process, overhead *overheadMeter) {
+// has exited. Meanwhile it notes exits, execs and new listening ports.
+func (s *session) waitWindow(ctx context.Context, duration time.Duration, startNs uint64) {
 	var deadline <-chan time.Time
 	if duration > 0 {
 		timer := time.NewTimer(duration)
@@ -435,33 +494,113 @@ func waitWindow(ctx context.Context, duration time.Duration, objs *bpfObjects, p
 			return
 		case <-tick.C:
 		}
-		overhead.poll()
-		alive := 0
-		for i, p := range procs {
-			p.refreshCgroup(objs, i)
-			if p.exited {
-				continue
-			}
-			if hasExited(p.pidfd) {
-				p.exited = true
-				continue
-			}
-			alive++
-			if ns, err := ProcessCPUNs(p.PID); err == nil {
-				p.schedNsAt = ns
-			}
-		}
-		if alive == 0 {
+		s.overhead.poll()
+		if s.pollTargets(time.Duration(monotonicNs()-startNs)) == 0 {
 			return
 		}
 		// Best effort: a port opened during the window is picked up here.
 		// Not at every tick: /proc/PID/net/tcp lists every socket of the
 		// namespace, and reading it costs milliseconds on a busy host.
+		// Nor are other reqprofs looked for at every tick: that lists
+		// every BPF program of the host.
 		if time.Since(portsRead) >= portsRefreshInterval {
-			_ = refreshListenPorts(objs, procs)
+			_ = refreshListenPorts(s.objs, s.procs)
+			s.countOthers()
 			portsRead = time.Now()
 		}
 	}
+}
+
+// pollTargets notes, at into the window, which targets have exited or
+// exec'd, and returns how many still run. An exited target's pid leaves
+// the targets map a poll after its exit is seen: by then its last thread
+// has left its CPU for good, and a process that gets the pid later is
+// never taken for it.
+func (s *session) pollTargets(at time.Duration) (alive int) {
+	for i, p := range s.procs {
+		p.refreshCgroup(s.objs, i)
+		if p.exited {
+			s.forget(p)
+			continue
+		}
+		switch p.poll(at) {
+		case targetExited:
+			continue
+		case targetExecd:
+			// Its new binary is Go or not, with its own layout.
+			if goroutines, err := setGoLayout(s.objs, p.PID); err == nil {
+				p.goroutines = goroutines
+			}
+		}
+		alive++
+	}
+	return alive
+}
+
+// forget takes an exited target's pid out of the targets map, once.
+func (s *session) forget(p *process) {
+	if p.forgotten {
+		return
+	}
+	p.forgotten = true
+	_ = s.objs.Targets.Delete(uint32(p.PID))
+	_ = s.objs.GoLayouts.Delete(uint32(p.PID))
+	var generation uint32
+	if s.objs.TargetsGeneration.Get(&generation) == nil {
+		_ = s.objs.TargetsGeneration.Set(max(generation+1, generationChanged))
+	}
+}
+
+// countOthers notes how many other reqprof instances are loaded now.
+// Counting them lists every BPF program of the host, which needs
+// CAP_SYS_ADMIN: without it, none are seen.
+func (s *session) countOthers() {
+	if n, err := LoadedInstances(); err == nil {
+		s.others = max(s.others, n-1)
+	}
+}
+
+// targetChange is what a poll found of a target.
+type targetChange int
+
+const (
+	targetRunning targetChange = iota // the same program, still running
+	targetExecd                       // another program since the last poll
+	targetExited
+)
+
+// poll reads the target's CPU clock and notes, at into the window, whether
+// it exec'd or exited since the last poll. What it reads by pid it keeps
+// only if the pidfd says the process still ran after the reads: once a
+// process has exited and been reaped, its pid may be another's.
+func (p *process) poll(at time.Duration) targetChange {
+	ns, clockErr := ProcessCPUNs(p.PID)
+	img, imgErr := imageOf(p.PID)
+	execd := imgErr == nil && p.imageKnown && img != p.image
+	var path string
+	if execd {
+		path = exePath(p.PID)
+	}
+	if hasExited(p.pidfd) {
+		p.exited = true
+		return targetExited
+	}
+	if clockErr == nil {
+		p.schedNsAt = ns
+	}
+	if imgErr == nil && !p.imageKnown {
+		// Unknown at the start (caught in the middle of an exec): the
+		// program it runs now is the one it exec'd then.
+		p.image, p.imageKnown = img, true
+	}
+	if !execd {
+		return targetRunning
+	}
+	p.image = img
+	if p.execd == "" {
+		p.execd, p.execdAfter = path, at
+	}
+	return targetExecd
 }
 
 // portsRefreshInterval is how often listening ports are looked up again.
@@ -479,6 +618,9 @@ func refreshListenPorts(objs *bpfObjects, procs []*process) error {
 			continue
 		}
 		found, err := listeningPorts(p.PID)
+		if hasExited(p.pidfd) {
+			continue // what was read may be of another process's namespace
+		}
 		if err != nil {
 			return fmt.Errorf("reading listening ports of %d: %w", p.PID, err)
 		}

@@ -1,6 +1,7 @@
 package collector_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -254,6 +255,155 @@ func TestTargetExitsDuringWindow(t *testing.T) {
 		t.Errorf("a target that exited is not labelled partial: warnings %q", s.Warnings)
 	}
 }
+
+// TestTargetExecsDuringWindow: a target that execs another program
+// during the window is labelled partial, naming the program, rather than
+// passing off two programs' figures as one's.
+func TestTargetExecsDuringWindow(t *testing.T) {
+	requireBPF(t)
+	sleepPath, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sleepPath, err = filepath.EvalSymlinks(sleepPath); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command("sh", "-c", "read x; exec sleep 100")
+	stdin, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sh.Process.Kill()
+		sh.Wait()
+	}()
+	run, err := collector.Run(context.Background(), collector.Config{
+		Targets:  []collector.Target{{PID: sh.Process.Pid}},
+		Duration: 1500 * time.Millisecond,
+		// Once the collector knows the program it runs (some polls in).
+		OnAttached: func(string) {
+			time.AfterFunc(500*time.Millisecond, func() { stdin.Write([]byte("go\n")) })
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := run.Targets[0]
+	if target.Comm != "sh" || target.Execd != sleepPath || target.Exited {
+		t.Fatalf("target %q execd %q after %v, exited %v; want sh, exec'd %s, running", target.Comm, target.Execd, target.ExecdAfter, target.Exited, sleepPath)
+	}
+	if target.ExecdAfter < 500*time.Millisecond || target.ExecdAfter > run.Duration {
+		t.Errorf("exec seen %v into the %v window, want after 500ms", target.ExecdAfter, run.Duration)
+	}
+	s := report.Summarize(run).Targets[0]
+	want := "process exec'd " + sleepPath + " "
+	if !s.Partial || len(s.Warnings) == 0 || !strings.HasPrefix(s.Warnings[0], want) ||
+		!strings.HasSuffix(s.Warnings[0], "into the window: figures after it are of the new program") {
+		t.Errorf("partial %v, warnings %q; want one starting %q", s.Partial, s.Warnings, want)
+	}
+}
+
+// TestReusedPidIsNotTheTarget: once a target has exited, a process given
+// its pid is not charged to it. One of two idle targets is killed; a
+// process that burns some CPU is then given its pid: a shell sets
+// ns_last_pid just below it, which makes it the next pid the kernel gives,
+// and forks at once.
+func TestReusedPidIsNotTheTarget(t *testing.T) {
+	requireBPF(t)
+	start := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+		return cmd
+	}
+	// Each line it reads is a pid to set ns_last_pid to; it then starts a
+	// process that burns about 30 ms of CPU and sleeps, and writes its pid.
+	forker := exec.Command("sh", "-c", `while read last; do
+		echo $last > /proc/sys/kernel/ns_last_pid
+		sh -c 'i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; exec sleep 100' &
+		echo $!
+	done`)
+	toForker, err := forker.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromForker, err := forker.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forker.Stderr = os.Stderr
+	if err := forker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var forkedPids []int // its children, which it does not wait for
+	t.Cleanup(func() {
+		toForker.Close()
+		forker.Wait()
+		for _, pid := range forkedPids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	forked := bufio.NewScanner(fromForker)
+
+	gone, stays := start("sleep", "100"), start("sleep", "100")
+	pid := gone.Process.Pid
+	reused := make(chan error, 1)
+	run, err := collector.Run(context.Background(), collector.Config{
+		Targets:  []collector.Target{{PID: pid}, {PID: stays.Process.Pid}},
+		Duration: 2 * time.Second,
+		OnAttached: func(string) {
+			go func() {
+				gone.Process.Kill()
+				gone.Wait()
+				time.Sleep(3 * pollIntervalForTests) // its exit seen and its pid let go
+				for range 20 {
+					fmt.Fprintln(toForker, pid-1)
+					if !forked.Scan() {
+						reused <- fmt.Errorf("the forking shell ended: %v", forked.Err())
+						return
+					}
+					child, err := strconv.Atoi(forked.Text())
+					if err != nil {
+						reused <- err
+						return
+					}
+					forkedPids = append(forkedPids, child)
+					if child == pid {
+						reused <- nil
+						return
+					}
+					syscall.Kill(child, syscall.SIGKILL)
+				}
+				reused <- fmt.Errorf("pid %d was not given again in 20 tries", pid)
+			}()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-reused; err != nil {
+		t.Skip(err)
+	}
+	target := run.Targets[0]
+	t.Logf("target %d: exited %v, %d threads, %.2f ms of CPU seen", pid, target.Exited, target.Threads, float64(target.ProcessNs())/1e6)
+	if !target.Exited {
+		t.Error("the target whose pid was given again is not marked exited")
+	}
+	if target.ProcessNs() > 5e6 {
+		t.Errorf("%.1f ms of CPU charged to an idle target that exited: the process given its pid was taken for it", float64(target.ProcessNs())/1e6)
+	}
+}
+
+// pollIntervalForTests is the collector's poll interval.
+const pollIntervalForTests = 200 * time.Millisecond
 
 // TestRunRejectsBadTargets needs no root: targets are checked first.
 func TestRunRejectsBadTargets(t *testing.T) {

@@ -267,3 +267,95 @@ func parseListeningUnix(r io.Reader, inodes map[uint64]bool) ([]string, error) {
 	}
 	return paths, sc.Err()
 }
+
+// image identifies the program a process runs. An exec sets each field
+// anew, and nothing else changes them: the executable's file, and where
+// its code, stack and arguments lie, which address randomisation moves at
+// each exec, even of the same binary with the same arguments.
+type image struct {
+	dev, ino                                 uint64
+	startCode, endCode, startStack, argStart uint64
+}
+
+// imageOf reads the image of pid from /proc. The executable is read
+// between two reads of the stat file, which must agree: else the process
+// exec'd meanwhile, and the two parts would be of different programs.
+func imageOf(pid int) (image, error) {
+	statPath := fmt.Sprintf("/proc/%d/stat", pid)
+	var img image
+	for range 3 {
+		before, err := os.ReadFile(statPath)
+		if err != nil {
+			return image{}, err
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(fmt.Sprintf("/proc/%d/exe", pid), &st); err != nil {
+			return image{}, err
+		}
+		after, err := os.ReadFile(statPath)
+		if err != nil {
+			return image{}, err
+		}
+		img = image{dev: st.Dev, ino: st.Ino}
+		var again image
+		if err := parseImage(string(before), &img); err != nil {
+			return image{}, fmt.Errorf("%s: %w", statPath, err)
+		}
+		if err := parseImage(string(after), &again); err != nil {
+			return image{}, fmt.Errorf("%s: %w", statPath, err)
+		}
+		again.dev, again.ino = img.dev, img.ino
+		if again == img {
+			if img.startCode == 0 {
+				return image{}, errMidExec
+			}
+			return img, nil
+		}
+	}
+	return image{}, errMidExec
+}
+
+// errMidExec is imageOf's error for a process in the middle of an exec,
+// or of several: the kernel sets where the new program's code lies last,
+// after its stack and arguments, so a process's image is whole once that
+// is set. (A process started with fork and exec may be seen so just after
+// the exec call returned to its parent.)
+var errMidExec = errors.New("in the middle of an exec")
+
+// parseImage reads startcode, endcode, startstack and arg_start (fields
+// 26, 27, 28 and 48 of proc(5)) from a /proc/PID/stat line, counting from
+// the last ')' as parentOf does.
+func parseImage(stat string, img *image) error {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return errors.New("no command name")
+	}
+	fields := strings.Fields(stat[i+1:]) // fields[0] is field 3
+	field := func(n int) (uint64, error) {
+		if n-3 >= len(fields) {
+			return 0, fmt.Errorf("%d fields, no field %d", len(fields)+2, n)
+		}
+		return strconv.ParseUint(fields[n-3], 10, 64)
+	}
+	for _, f := range []struct {
+		n   int
+		dst *uint64
+	}{{26, &img.startCode}, {27, &img.endCode}, {28, &img.startStack}, {48, &img.argStart}} {
+		v, err := field(f.n)
+		if err != nil {
+			return err
+		}
+		*f.dst = v
+	}
+	return nil
+}
+
+// exePath is the path of the executable pid runs, or "a new program"
+// when it cannot be read.
+func exePath(pid int) string {
+	path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return "a new program"
+	}
+	return strings.TrimSuffix(path, " (deleted)")
+}

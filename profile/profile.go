@@ -135,6 +135,12 @@ type Target struct {
 	// messages that get no answer, so no requests; their CPU is shared by
 	// the requests read with them.
 	Notifications uint64
+	// Execd is the program the process exec'd during the window, the
+	// path of its new executable, or "" if it exec'd none: the figures
+	// after ExecdAfter (into the window, to within the collector's poll
+	// interval) are of that program.
+	Execd      string
+	ExecdAfter time.Duration
 	// Goroutines says, for a Go process, whether its CPU follows its
 	// goroutines ("followed") or, and why not, only its threads; empty
 	// for any other process.
@@ -326,6 +332,10 @@ type Overhead struct {
 	// peak resident memory.
 	CollectorCPUNs    uint64
 	CollectorMaxRSSKB uint64
+	// OtherInstances is how many other reqprofs were loaded at some
+	// point of the window: their programs ran on the same events, so
+	// the targets paid for them too.
+	OtherInstances int
 }
 
 // Meta says where and when a run was taken. Runs compared later are only

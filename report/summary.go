@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reqprof/reqprof/profile"
@@ -142,7 +143,12 @@ type TargetSummary struct {
 	LostEvents    uint64            `json:"lost_events"`
 	LostBreakdown map[string]uint64 `json:"lost_breakdown,omitempty"`
 	Exited        bool              `json:"exited"`
-	Goroutines    string            `json:"goroutines,omitempty"`
+	// Execd is the program the process exec'd during the window, and
+	// ExecdAfterS how far into the window: figures after it are of that
+	// program. Absent when it exec'd none.
+	Execd       string  `json:"execd,omitempty"`
+	ExecdAfterS float64 `json:"execd_after_s,omitempty"`
+	Goroutines  string  `json:"goroutines,omitempty"`
 
 	// Partial is true when the figures are known to be incomplete; Warnings
 	// says why. Warnings is never null in JSON, so readers need no null case.
@@ -220,6 +226,9 @@ type OverheadSummary struct {
 	BPFUnknown        string  `json:"bpf_unknown,omitempty"`
 	CollectorCPUUs    float64 `json:"collector_cpu_us"`
 	CollectorMaxRSSMB float64 `json:"collector_max_rss_mb"`
+	// OtherReqprofs is how many other reqprofs were loaded during the
+	// window: the targets paid for their programs too. Absent when none.
+	OtherReqprofs int `json:"other_reqprofs,omitempty"`
 }
 
 func summarizeOverhead(run profile.Run) *OverheadSummary {
@@ -230,6 +239,7 @@ func summarizeOverhead(run profile.Run) *OverheadSummary {
 	s := &OverheadSummary{
 		CollectorCPUUs:    usFromNs(o.CollectorCPUNs),
 		CollectorMaxRSSMB: roundTenth(float64(o.CollectorMaxRSSKB) / 1024),
+		OtherReqprofs:     o.OtherInstances,
 	}
 	if !o.Measured {
 		s.BPFUnknown = o.BPFUnknown
@@ -315,9 +325,13 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		LostEvents:    t.LostEvents,
 		LostBreakdown: t.LostBreakdown,
 		Exited:        t.Exited,
+		Execd:         t.Execd,
 		Goroutines:    t.Goroutines,
 
 		Warnings: warnings(t),
+	}
+	if t.Execd != "" {
+		ts.ExecdAfterS = roundTenth(t.ExecdAfter.Seconds())
 	}
 	if len(sample) < n {
 		ts.SampledRequests = new(len(sample))
@@ -346,10 +360,14 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 func warnings(t profile.Target) []string {
 	w := []string{}
 	if t.LostEvents > 0 {
-		w = append(w, fmt.Sprintf("%d events lost: some CPU time or requests are missing", t.LostEvents))
+		w = append(w, fmt.Sprintf("%d events lost%s: some CPU time or requests are missing", t.LostEvents, lostCauses(t.LostBreakdown)))
 	}
 	if t.Exited {
 		w = append(w, "process exited before the window closed: figures cover only part of the window")
+	}
+	if t.Execd != "" {
+		w = append(w, fmt.Sprintf("process exec'd %s %.1f s into the window: figures after it are of the new program",
+			t.Execd, t.ExecdAfter.Seconds()))
 	}
 	if t.SchedCPUNs > 0 {
 		// Integer comparison keeps the bounds exact; it would overflow only
@@ -364,6 +382,41 @@ func warnings(t profile.Target) []string {
 		}
 	}
 	return w
+}
+
+// lostCauses names where events were lost, as " (ring buffer full 4,
+// thread map full 2)", in a fixed order; "" when the breakdown is unknown.
+func lostCauses(breakdown map[string]uint64) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, c := range lostCauseNames {
+		if n := breakdown[c.key]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c.name, n))
+		}
+		seen[c.key] = true
+	}
+	// Causes a later reqprof may name, in a file read back.
+	var others []string
+	for key, n := range breakdown {
+		if !seen[key] && n > 0 {
+			others = append(others, fmt.Sprintf("%s %d", key, n))
+		}
+	}
+	slices.Sort(others)
+	parts = append(parts, others...)
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// lostCauseNames are the keys of profile.Target.LostBreakdown, as warnings
+// name them.
+var lostCauseNames = []struct{ key, name string }{
+	{"ring_buffer", "ring buffer full"},
+	{"thread_map_full", "thread map full"},
+	{"conn_map_full", "connection map full"},
+	{"malformed", "malformed records"},
 }
 
 // UnattributedSourceSummary is the unattributed CPU of a target's threads

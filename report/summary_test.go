@@ -210,15 +210,53 @@ func TestCoverageWarning(t *testing.T) {
 }
 
 func TestWarningsInOrder(t *testing.T) {
-	target := profile.Target{PID: 1, LostEvents: 3, Exited: true, UnattributedNs: 10, SchedCPUNs: 1_000_000}
+	target := profile.Target{PID: 1, LostEvents: 3, Exited: true, Execd: "/usr/bin/python3", ExecdAfter: 1200 * time.Millisecond,
+		UnattributedNs: 10, SchedCPUNs: 1_000_000}
 	got := Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
-	prefixes := []string{"3 events lost", "process exited", "reqprof saw 0.00%"}
+	prefixes := []string{"3 events lost", "process exited",
+		"process exec'd /usr/bin/python3 1.2 s into the window: figures after it are of the new program", "reqprof saw 0.00%"}
 	if !got.Partial || len(got.Warnings) != len(prefixes) {
 		t.Fatalf("partial %v, warnings %q; want %d warnings", got.Partial, got.Warnings, len(prefixes))
 	}
 	for i, p := range prefixes {
 		if !strings.HasPrefix(got.Warnings[i], p) {
 			t.Errorf("warning %d is %q, want it to start %q", i, got.Warnings[i], p)
+		}
+	}
+}
+
+// Lost events are named by cause, in a fixed order, those a later reqprof
+// may add after them.
+func TestLostEventsByCause(t *testing.T) {
+	target := profile.Target{PID: 1, LostEvents: 10, LostBreakdown: map[string]uint64{
+		"malformed": 1, "conn_map_full": 2, "ring_buffer": 4, "thread_map_full": 2, "new_cause": 1,
+	}}
+	got := Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
+	want := "10 events lost (ring buffer full 4, thread map full 2, connection map full 2, malformed records 1, new_cause 1): some CPU time or requests are missing"
+	if len(got.Warnings) != 1 || got.Warnings[0] != want {
+		t.Errorf("warnings %q, want %q", got.Warnings, want)
+	}
+}
+
+// Another reqprof loaded during the window is said under reqprof's own
+// cost, and in the JSON.
+func TestOtherReqprofsWarned(t *testing.T) {
+	for n, want := range map[int]string{
+		0: "",
+		1: "WARNING: another reqprof was loaded during the window: the targets' threads ran its programs too, and their CPU figures include that cost\n",
+		2: "WARNING: 2 other reqprofs were loaded during the window: the targets' threads ran their programs too, and their CPU figures include that cost\n",
+	} {
+		run := profile.Run{Duration: time.Second, Targets: []profile.Target{{PID: 1}},
+			Overhead: profile.Overhead{CollectorCPUNs: 1, OtherInstances: n}}
+		s := Summarize(run)
+		var b bytes.Buffer
+		if err := WriteTable(&b, s); err != nil {
+			t.Fatal(err)
+		}
+		_, after, _ := strings.Cut(b.String(), "reqprof's own cost:")
+		_, warning, _ := strings.Cut(after, "\n")
+		if warning != want || s.Overhead.OtherReqprofs != n {
+			t.Errorf("%d others: other_reqprofs %d, table ends %q; want %q", n, s.Overhead.OtherReqprofs, warning, want)
 		}
 	}
 }

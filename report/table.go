@@ -314,6 +314,21 @@ func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
 		return
 	}
 	b.WriteString("\nreqprof's own cost: " + overheadText(o) + "\n")
+	if w := otherReqprofsWarning(o); w != "" {
+		b.WriteString("WARNING: " + w + "\n")
+	}
+}
+
+// otherReqprofsWarning says that other reqprofs' programs ran on the
+// targets' threads too, when they did.
+func otherReqprofsWarning(o *OverheadSummary) string {
+	switch {
+	case o.OtherReqprofs == 1:
+		return "another reqprof was loaded during the window: the targets' threads ran its programs too, and their CPU figures include that cost"
+	case o.OtherReqprofs > 1:
+		return fmt.Sprintf("%d other reqprofs were loaded during the window: the targets' threads ran their programs too, and their CPU figures include that cost", o.OtherReqprofs)
+	}
+	return ""
 }
 
 // overheadText says what reqprof itself cost, for the terminal and the

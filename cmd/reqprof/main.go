@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/profile"
@@ -210,7 +212,7 @@ const attachSynopsis = "reqprof attach --pid PID[=LABEL] [--pid ...] [flags]"
 func attach(args []string, stdout, stderr io.Writer) error {
 	c := newCommand("attach", attachSynopsis,
 		"Profiles running processes, charging every nanosecond their threads spend on a CPU "+
-			"to the request being served, until --duration passes, SIGINT/SIGTERM arrives, or every target exits. "+
+			"to the request being served, until --duration passes, SIGINT/SIGTERM arrives (a second one exits at once, without a report), or every target exits. "+
 			"With several targets, the first is the baseline the others are compared with. "+
 			"Needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF.")
 	var pids, floor pidFlags
@@ -256,7 +258,7 @@ func attach(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(stderr)
 	defer stop()
 	var runs []profile.Run
 	for i := range *repeat {
@@ -274,6 +276,38 @@ func attach(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return writeReport(runs, out, len(floor) > 0, stdout)
+}
+
+// interruptible returns a context that the first SIGINT or SIGTERM
+// cancels: the window ends early and its report is written. A second one
+// while that finishes exits at once, without the report, with 128 plus the
+// signal's number (130 for SIGINT), as a shell reports a process a signal
+// ended. The programs go with the process: the kernel detaches them.
+func interruptible(stderr io.Writer) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-signals:
+		case <-done:
+			return
+		}
+		cancel()
+		select {
+		case sig := <-signals:
+			number := sig.(syscall.Signal)
+			fmt.Fprintf(stderr, "reqprof: %s again: exiting at once, without a report\n", unix.SignalName(number))
+			os.Exit(128 + int(number))
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(signals)
+		close(done)
+		cancel()
+	}
 }
 
 // writeReport prints the tables (unless JSON goes to stdout), then writes

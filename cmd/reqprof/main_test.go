@@ -25,7 +25,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asReqprof) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // onHost makes checkHost see a host with or without privileges and BTF,
