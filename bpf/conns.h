@@ -218,6 +218,32 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	return bpf_map_lookup_elem(&conns, &cookie);
 }
 
+/* A stdio channel's state, created on its first read: a server
+ * connection with no port, counted from here. */
+static __always_inline struct conn_state *stdio_conn_of(__u64 cookie, __u32 target, __u32 tid)
+{
+	__u32 zero = 0;
+	struct conn_state *fresh = bpf_map_lookup_elem(&conn_template, &zero);
+	if (!fresh)
+		return 0;
+	fresh->rec.tgid = bpf_get_current_pid_tgid() >> 32;
+	fresh->rec.tid = tid;
+	fresh->rec.target = target;
+	fresh->rec.flags = REQ_STDIO;
+	fresh->rec.local_port = 0;
+	fresh->phase = PHASE_IDLE;
+	fresh->role = ROLE_SERVER;
+	fresh->in_off = 0;
+	fresh->conn_flags = REQ_STDIO;
+	bpf_map_update_elem(&conns, &cookie, fresh, BPF_NOEXIST);
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
+	if (!c) {
+		struct target_stats *s = stats_of(target);
+		COUNT(s, lost_conns, 1);
+	}
+	return c;
+}
+
 /* A server connection's state, or NULL for any other connection. */
 static __always_inline struct conn_state *served_conn(__u64 cookie)
 {

@@ -146,6 +146,7 @@ struct pt_regs {
 	long unsigned int dx;
 	long unsigned int si;
 	long unsigned int di;
+	long unsigned int orig_ax; /* the syscall's number, at its exit too */
 } __attribute__((preserve_access_index));
 
 #endif

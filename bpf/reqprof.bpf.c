@@ -100,6 +100,124 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 	return 0;
 }
 
+/* A socket operation of a target thread on a served connection. */
+struct sock_op {
+	struct thread_state *st;
+	struct conn_state *c;
+	__u64 cookie;
+	__u32 tid;
+	__u32 pad;
+};
+
+/* Fills op for ret bytes moved on sk by the current thread, creating the
+ * connection's state in phase, with flags, on its first sight; false when
+ * nothing moved, or no target thread serves a served connection. */
+static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int ret, __u32 phase, __u32 flags,
+				       int just_read)
+{
+	if (ret <= 0)
+		return false;
+	op->st = current_thread(this_cpu(), &op->tid);
+	if (!op->st)
+		return false;
+	op->cookie = bpf_get_socket_cookie(sk);
+	op->c = conn_of(sk, op->cookie, op->st->target, op->tid, phase, flags, just_read);
+	return op->c && op->c->role == ROLE_SERVER;
+}
+
+/* The thread turns to op's request: what it served before ends, unless it
+ * goes on with the same request. */
+static __always_inline void turn_to_request(struct sock_op *op, bool same_request)
+{
+	struct thread_state *st = op->st;
+	if (st->serving.conn != op->cookie || st->serving.in_tail || !same_request)
+		leave_with(st, st->serving.conn == op->cookie ? op->c : 0);
+	st->serving.conn = op->cookie;
+	st->serving.served = 1;
+	st->handoff.depth = 0;
+}
+
+/* ret bytes of a request read by op's thread: a request starts, or goes
+ * on, and its bytes are captured. */
+static __always_inline void received(struct sock_op *op, int ret)
+{
+	struct conn_state *c = op->c;
+	/* Reading more of the request it reads costs nothing here; anything
+	 * else ends what it served before. */
+	bool reading = c->phase == PHASE_READING;
+	turn_to_request(op, reading);
+	if (!reading)
+		begin_request(c, op->cookie, op->tid);
+	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
+	__sync_fetch_and_add(&c->rec.bytes_in, ret);
+	struct thread_serving *sv = &op->st->serving;
+	/* The bytes in the buffer the syscall named; more (readv's next
+	 * buffers) are a gap to the collector. */
+	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
+	__u32 captured = 0;
+	/* The payload holds the request's first bytes, without a hole. */
+	if (off == c->rec.stream_off + c->rec.payload_len)
+		captured = capture(&c->rec, sv->read_buf, got);
+	if (!reading && starts_http2(&c->rec))
+		c->follow_all = 1;
+	if (cfg.chunk_bytes)
+		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
+	note_goroutine(op->st, op->cookie);
+}
+
+
+/* ret bytes of a response written by op's thread. */
+static __always_inline void sent(struct sock_op *op, int ret)
+{
+	struct conn_state *c = op->c;
+	turn_to_request(op, true);
+	__u64 now = bpf_ktime_get_ns();
+	c->phase = PHASE_RESPONDING;
+	if (!c->rec.first_write_ns)
+		c->rec.first_write_ns = now;
+	c->rec.end_ns = now;
+	__sync_fetch_and_add(&c->rec.bytes_out, ret);
+	op->st->serving.wrote = 1;
+	note_goroutine(op->st, op->cookie);
+}
+
+/* A read or write of a target thread on a descriptor its process serves
+ * requests on without a socket (stdin and stdout, MCP's stdio transport),
+ * done at the syscall's exit, before its time is charged, as the socket
+ * tracepoints do inside it. A channel starts with a read: writes to stdout
+ * before any request was read (a log) are none of its responses. */
+static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struct pt_regs *regs, long ret)
+{
+	if (ret <= 0)
+		return;
+	/* From the registers the syscall was made with, still there at its
+	 * exit: a read begun before the window is seen whole. */
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	bool reading = nr == NR_READ || nr == NR_READV;
+	if (!reading && nr != NR_WRITE && nr != NR_WRITEV)
+		return;
+	struct stdio_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .fd = BPF_CORE_READ(regs, di)};
+	__u64 *cookie = bpf_map_lookup_elem(&stdio_fds, &key);
+	if (!cookie)
+		return;
+	struct sock_op op = {.st = st, .tid = tid, .cookie = *cookie};
+	op.c = bpf_map_lookup_elem(&conns, cookie);
+	if (!op.c) {
+		if (!reading)
+			return;
+		op.c = stdio_conn_of(*cookie, st->target, tid);
+		if (!op.c)
+			return;
+	}
+	if (reading) {
+		if (cfg.capture_bytes)
+			read_buffer(&st->serving, regs, nr);
+		received(&op, ret);
+	} else {
+		sent(&op, ret);
+	}
+}
+
 /* A served connection closes: what the thread closing it was charged is
  * part of its last request, which ends; its state goes. */
 static __always_inline void close_served(struct conn_state *c, __u64 cookie)
@@ -174,6 +292,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	k->syscall_nr = id;
 	if (id == NR_CLOSE)
 		closing_fd(BPF_CORE_READ(regs, di));
+
 	if (cfg.capture_bytes)
 		read_buffer(&st->serving, regs, id);
 	return 0;
@@ -189,6 +308,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	struct thread_clock *k = &st->clock;
 	cut(st, bpf_ktime_get_ns(), false);
 	calibration_exit(st, tid);
+	if (stdio_channels)
+		stdio_done(st, tid, regs, ret);
 	/* The syscall's whole CPU goes to the request it served, known now.
 	 * Entered before the window: its number is unknown. */
 	charge(st, k->held_ns, k->mode == MODE_SYSCALL ? k->syscall_nr : SYSCALL_UNKNOWN);
@@ -203,43 +324,6 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* A socket operation of a target thread on a served connection. */
-struct sock_op {
-	struct thread_state *st;
-	struct conn_state *c;
-	__u64 cookie;
-	__u32 tid;
-	__u32 pad;
-};
-
-/* Fills op for ret bytes moved on sk by the current thread, creating the
- * connection's state in phase, with flags, on its first sight; false when
- * nothing moved, or no target thread serves a served connection. */
-static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int ret, __u32 phase, __u32 flags,
-				       int just_read)
-{
-	if (ret <= 0)
-		return false;
-	op->st = current_thread(this_cpu(), &op->tid);
-	if (!op->st)
-		return false;
-	op->cookie = bpf_get_socket_cookie(sk);
-	op->c = conn_of(sk, op->cookie, op->st->target, op->tid, phase, flags, just_read);
-	return op->c && op->c->role == ROLE_SERVER;
-}
-
-/* The thread turns to op's request: what it served before ends, unless it
- * goes on with the same request. */
-static __always_inline void turn_to_request(struct sock_op *op, bool same_request)
-{
-	struct thread_state *st = op->st;
-	if (st->serving.conn != op->cookie || st->serving.in_tail || !same_request)
-		leave_with(st, st->serving.conn == op->cookie ? op->c : 0);
-	st->serving.conn = op->cookie;
-	st->serving.served = 1;
-	st->handoff.depth = 0;
-}
-
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 {
@@ -251,30 +335,8 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 		return 0;
 	}
 	struct sock_op op;
-	if (!sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
-		return 0;
-	struct conn_state *c = op.c;
-	/* Reading more of the request it reads costs nothing here; anything
-	 * else ends what it served before. */
-	bool reading = c->phase == PHASE_READING;
-	turn_to_request(&op, reading);
-	if (!reading)
-		begin_request(c, op.cookie, op.tid);
-	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
-	__sync_fetch_and_add(&c->rec.bytes_in, ret);
-	struct thread_serving *sv = &op.st->serving;
-	/* The bytes in the buffer the syscall named; more (readv's next
-	 * buffers) are a gap to the collector. */
-	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
-	__u32 captured = 0;
-	/* The payload holds the request's first bytes, without a hole. */
-	if (off == c->rec.stream_off + c->rec.payload_len)
-		captured = capture(&c->rec, sv->read_buf, got);
-	if (!reading && starts_http2(&c->rec))
-		c->follow_all = 1;
-	if (cfg.chunk_bytes)
-		send_chunks(c, op.cookie, sv->read_buf, off, captured, got);
-	note_goroutine(op.st, op.cookie);
+	if (sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
+		received(&op, ret);
 	return 0;
 }
 
@@ -284,18 +346,8 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	/* A write on a connection never read from in the window answers a
 	 * request that started before it. */
 	struct sock_op op;
-	if (!sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0))
-		return 0;
-	struct conn_state *c = op.c;
-	turn_to_request(&op, true);
-	__u64 now = bpf_ktime_get_ns();
-	c->phase = PHASE_RESPONDING;
-	if (!c->rec.first_write_ns)
-		c->rec.first_write_ns = now;
-	c->rec.end_ns = now;
-	__sync_fetch_and_add(&c->rec.bytes_out, ret);
-	op.st->serving.wrote = 1;
-	note_goroutine(op.st, op.cookie);
+	if (sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0))
+		sent(&op, ret);
 	return 0;
 }
 

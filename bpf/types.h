@@ -60,7 +60,9 @@ enum limits {
 
 /* x86-64 numbers of the syscalls whose buffer holds a request's first bytes. */
 #define NR_READ 0
+#define NR_WRITE 1
 #define NR_READV 19
+#define NR_WRITEV 20
 #define NR_RECVFROM 45
 #define NR_RECVMSG 47
 #define NR_CLOSE 3
@@ -103,6 +105,7 @@ enum record_flags {
 	REQ_START_UNSEEN = 1, /* the request began before reqprof attached */
 	REQ_CHUNKED = 2,      /* bytes beyond its payload were sent as chunk records before it */
 	REQ_UNIX = 4,         /* it came on a Unix stream socket (local_port is 0) */
+	REQ_STDIO = 8,        /* it came on the process's stdin, its response on stdout */
 };
 
 /* What a ring-buffer record is: every record starts with its kind. */
@@ -343,6 +346,8 @@ volatile __u32 targets_generation;
  * cost (calibrate.h) and sets it here: that much of the user time before
  * each syscall is charged to it. */
 volatile __u64 syscall_overhead_ns;
+/* Descriptors in stdio_fds: while 0, no read or write looks there. */
+volatile __u32 stdio_channels;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -371,6 +376,21 @@ struct {
 	__type(key, struct unix_path);
 	__type(value, __u8); /* unused */
 } listen_unix SEC(".maps");
+
+/* A descriptor of a target process that carries requests without a
+ * socket: its stdin and stdout (MCP's stdio transport), both the same
+ * channel. */
+struct stdio_key {
+	__u32 tgid;
+	__u32 fd;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct stdio_key);
+	__type(value, __u64); /* the channel's id, as a connection's cookie */
+} stdio_fds SEC(".maps");
 
 /* The path being looked up: too large for the stack of the programs that
  * need it, with the rest they keep there. */

@@ -46,7 +46,20 @@ type Config struct {
 	// future, to it: a pre-fork server (nginx, gunicorn, PHP-FPM) is
 	// profiled through its master.
 	FollowChildren bool
+	// Stdio says whether requests on a target's stdin, answered on its
+	// stdout, are followed (MCP's stdio transport): by default when stdin
+	// is a pipe, FIFO or socket.
+	Stdio StdioMode
 }
+
+// StdioMode says when a target's stdin and stdout carry requests.
+type StdioMode int
+
+const (
+	StdioAuto StdioMode = iota // when stdin is a pipe, FIFO or socket
+	StdioOn                    // unless stdin is a terminal
+	StdioOff
+)
 
 // pollInterval is how often the collector checks that targets are alive and
 // picks up ports they started listening on.
@@ -177,7 +190,7 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	meta := hostMeta(s.overhead.entryNs)
 	s.overhead.open()
 	defer s.overhead.dropStats() // on a return before the window closes
-	startNs, err := openWindow(s.objs, s.procs, cfg.FollowChildren)
+	startNs, err := openWindow(s.objs, s.procs, cfg.FollowChildren, cfg.Stdio)
 	if err != nil {
 		return profile.Run{}, err
 	}
@@ -274,7 +287,7 @@ func enableAndCalibrate(objs *bpfObjects, overhead *overheadMeter) error {
 // openWindow registers the targets: a target's threads seen first after
 // this have run since the window's start, and each target's CPU clock is
 // read at the same instant.
-func openWindow(objs *bpfObjects, procs []*process, followChildren bool) (startNs uint64, err error) {
+func openWindow(objs *bpfObjects, procs []*process, followChildren bool, stdio StdioMode) (startNs uint64, err error) {
 	startNs = monotonicNs()
 	if err := objs.EnableNs.Set(startNs); err != nil {
 		return 0, fmt.Errorf("setting the window start: %w", err)
@@ -288,11 +301,53 @@ func openWindow(objs *bpfObjects, procs []*process, followChildren bool) (startN
 		// Gone already: what was read by its pid may be another's.
 		p.exited = hasExited(p.pidfd)
 	}
+	channels := 0
+	for _, p := range procs {
+		if p.exited {
+			continue
+		}
+		for _, pid := range append([]int{p.PID}, p.members...) {
+			n, err := registerStdio(objs, pid, stdio)
+			if err != nil {
+				return 0, err
+			}
+			channels += n
+		}
+	}
+	if err := objs.StdioChannels.Set(uint32(channels)); err != nil {
+		return 0, fmt.Errorf("registering stdio channels: %w", err)
+	}
 	if err := objs.TargetsGeneration.Set(uint32(generationTargets)); err != nil {
 		return 0, fmt.Errorf("registering targets: %w", err)
 	}
 	return startNs, nil
 }
+
+// registerStdio makes pid's stdin and stdout one channel of requests when
+// they can carry them: stdin a pipe, FIFO or socket (MCP's stdio
+// transport: a client that spawned the server speaks to it there), not a
+// terminal, /dev/null or a file. The programs start the channel only at a
+// read of stdin, so a server that logs to a piped stdout and never reads
+// stdin has none. It returns the descriptors registered.
+func registerStdio(objs *bpfObjects, pid int, mode StdioMode) (int, error) {
+	if mode == StdioOff {
+		return 0, nil
+	}
+	if !carriesRequests(pid, 0) && mode != StdioOn || isTerminal(pid, 0) {
+		return 0, nil
+	}
+	cookie := stdioCookie(pid)
+	for _, fd := range []uint32{0, 1} {
+		if err := objs.StdioFds.Put(reqprofStdioKey{Tgid: uint32(pid), Fd: fd}, cookie); err != nil {
+			return 0, fmt.Errorf("registering the stdio of %d: %w", pid, err)
+		}
+	}
+	return 2, nil
+}
+
+// stdioCookie stands for a process's stdio channel where a socket's
+// cookie would: socket cookies count up from 1, never near the top bit.
+func stdioCookie(pid int) uint64 { return 1<<63 | uint64(pid) }
 
 func openTargets(targets []Target) ([]*process, error) {
 	if len(targets) == 0 {
@@ -777,10 +832,10 @@ func (res *consumeResult) add(d decodedRecord) {
 		f.carry, f.carrying = profile.Request{}, false
 	}
 	res.messages[d.target] += uint64(s.messages)
-	unixSocket := d.flags&uint32(reqprofRecordFlagsREQ_UNIX) != 0
+	channel := channelName(d.flags)
 	switch {
 	case s.fallback != "":
-		r.Route = res.names.intern(localName(fallbackName(&d), unixSocket))
+		r.Route = res.names.intern(localName(fallbackName(&d), channel))
 		r.Protocol = s.protocol.String()
 		res.finished[d.target].add(r)
 		res.countPerBurst(d.target, s.fallback)
@@ -793,8 +848,8 @@ func (res *consumeResult) add(d decodedRecord) {
 		for i, found := range s.requests {
 			one := share(r, len(s.requests), i == 0)
 			one.Route = found.Name
-			if unixSocket {
-				one.Route = res.names.intern(localName(found.Name, true))
+			if channel != "" {
+				one.Route = res.names.intern(localName(found.Name, channel))
 			}
 			one.Protocol = found.Protocol.String()
 			res.finished[d.target].add(one)

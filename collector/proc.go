@@ -359,3 +359,24 @@ func exePath(pid int) string {
 	}
 	return strings.TrimSuffix(path, " (deleted)")
 }
+
+// carriesRequests reports whether descriptor fd of pid can carry requests
+// from a peer: a pipe, a FIFO or a socket.
+func carriesRequests(pid, fd int) bool {
+	link, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", strconv.Itoa(fd)))
+	if err != nil {
+		return false
+	}
+	if strings.HasPrefix(link, "pipe:") || strings.HasPrefix(link, "socket:") {
+		return true
+	}
+	info, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "fd", strconv.Itoa(fd)))
+	return err == nil && info.Mode()&os.ModeNamedPipe != 0
+}
+
+// isTerminal reports whether descriptor fd of pid is a terminal: a user
+// typing, never a client's requests.
+func isTerminal(pid, fd int) bool {
+	link, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", strconv.Itoa(fd)))
+	return err == nil && (strings.HasPrefix(link, "/dev/pts/") || strings.HasPrefix(link, "/dev/tty") || link == "/dev/console")
+}

@@ -126,6 +126,7 @@ const (
 	reqprofRecordFlagsREQ_START_UNSEEN reqprofRecordFlags = 1
 	reqprofRecordFlagsREQ_CHUNKED      reqprofRecordFlags = 2
 	reqprofRecordFlagsREQ_UNIX         reqprofRecordFlags = 4
+	reqprofRecordFlagsREQ_STDIO        reqprofRecordFlags = 8
 )
 
 type reqprofRecordKind uint32
@@ -154,6 +155,12 @@ type reqprofRequestRecord struct {
 	LocalPort    uint16
 	PayloadLen   uint16
 	Payload      [1024]uint8
+}
+
+type reqprofStdioKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Fd   uint32
 }
 
 type reqprofSyscallSlot struct {
@@ -253,6 +260,7 @@ const (
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapRequests             = "requests"
 	reqprofMapStats                = "stats"
+	reqprofMapStdioFds             = "stdio_fds"
 	reqprofMapTargets              = "targets"
 	reqprofMapThreadTemplate       = "thread_template"
 	reqprofMapThreads              = "threads"
@@ -283,6 +291,7 @@ const (
 	reqprofVarCfg                  = "cfg"
 	reqprofVarEnableNs             = "enable_ns"
 	reqprofVarEnabled              = "enabled"
+	reqprofVarStdioChannels        = "stdio_channels"
 	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
 	reqprofVarUnusedChunkRecord    = "unused_chunk_record"
@@ -370,6 +379,7 @@ type reqprofMapSpecs struct {
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
+	StdioFds        *ebpf.MapSpec `ebpf:"stdio_fds"`
 	Targets         *ebpf.MapSpec `ebpf:"targets"`
 	ThreadTemplate  *ebpf.MapSpec `ebpf:"thread_template"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
@@ -387,6 +397,7 @@ type reqprofVariableSpecs struct {
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
 	EnableNs             *ebpf.VariableSpec `ebpf:"enable_ns"`
 	Enabled              *ebpf.VariableSpec `ebpf:"enabled"`
+	StdioChannels        *ebpf.VariableSpec `ebpf:"stdio_channels"`
 	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
 	UnusedChunkRecord    *ebpf.VariableSpec `ebpf:"unused_chunk_record"`
@@ -427,6 +438,7 @@ type reqprofMaps struct {
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	Requests        *ebpf.Map `ebpf:"requests"`
 	Stats           *ebpf.Map `ebpf:"stats"`
+	StdioFds        *ebpf.Map `ebpf:"stdio_fds"`
 	Targets         *ebpf.Map `ebpf:"targets"`
 	ThreadTemplate  *ebpf.Map `ebpf:"thread_template"`
 	Threads         *ebpf.Map `ebpf:"threads"`
@@ -445,6 +457,7 @@ func (m *reqprofMaps) Close() error {
 		m.ListenUnix,
 		m.Requests,
 		m.Stats,
+		m.StdioFds,
 		m.Targets,
 		m.ThreadTemplate,
 		m.Threads,
@@ -463,6 +476,7 @@ type reqprofVariables struct {
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
 	EnableNs             *ebpf.Variable `ebpf:"enable_ns"`
 	Enabled              *ebpf.Variable `ebpf:"enabled"`
+	StdioChannels        *ebpf.Variable `ebpf:"stdio_channels"`
 	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
 	UnusedChunkRecord    *ebpf.Variable `ebpf:"unused_chunk_record"`

@@ -236,17 +236,28 @@ func fallbackReason(err error, streamOff uint64) string {
 	return "malformed"
 }
 
-// localName names by "unix" what would be named by port 0: a request on
-// a Unix socket, which has no port.
-func localName(name string, unixSocket bool) string {
-	if !unixSocket {
+// channelName is what requests with no port came on: "unix" (a Unix
+// socket), "stdio", or "" for a TCP port.
+func channelName(flags uint32) string {
+	switch {
+	case flags&uint32(reqprofRecordFlagsREQ_STDIO) != 0:
+		return "stdio"
+	case flags&uint32(reqprofRecordFlagsREQ_UNIX) != 0:
+		return "unix"
+	}
+	return ""
+}
+
+// localName names by its channel what would be named by port 0.
+func localName(name, channel string) string {
+	if channel == "" {
 		return name
 	}
 	if name == ":0" {
-		return "unix"
+		return channel
 	}
 	if rest, ok := strings.CutSuffix(name, " :0"); ok {
-		return rest + " unix"
+		return rest + " " + channel
 	}
 	return name
 }

@@ -2,7 +2,9 @@ package collector_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -436,5 +438,76 @@ func TestUvicornOnUnixSocket(t *testing.T) {
 	}
 	if target.AttributedNs()*10 < target.ProcessNs()*9 {
 		t.Errorf("attributed %.1f%% of the process's CPU, want 90%% or more", 100*float64(target.AttributedNs())/float64(target.ProcessNs()))
+	}
+}
+
+// TestStdioJSONRPC drives a JSON-RPC server over its stdin and stdout, as
+// an MCP client drives a server it spawned: each call is a request, named by
+// its method and tool, notifications are counted apart, and CPU per request
+// is the server's own within 3%.
+func TestStdioJSONRPC(t *testing.T) {
+	requireBPF(t)
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/stdioserver/cmd/stdioserver")
+	cmd := exec.Command(bin, "--light", "100us", "--heavy", "400us")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	responses := bufio.NewReader(stdout)
+	call := func(id int, tool string) {
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{}}}`+"\n", id, tool)
+		if _, err := responses.ReadBytes('\n'); err != nil {
+			t.Fatalf("call %d: %v", id, err)
+		}
+	}
+	const calls = 1000
+	w := measure(t, []int{cmd.Process.Pid}, func() {
+		for i := range calls {
+			call(i, []string{"light", "heavy"}[i%2])
+			if i%100 == 0 {
+				fmt.Fprint(stdin, `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`+"\n")
+			}
+		}
+	})
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var truth struct {
+		Requests      uint64  `json:"requests"`
+		Notifications uint64  `json:"notifications"`
+		MeanCPUUs     float64 `json:"mean_cpu_us"`
+	}
+	if err := json.Unmarshal(stderr.Bytes(), &truth); err != nil {
+		t.Fatalf("the server said %q: %v", stderr.String(), err)
+	}
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	routes := routeTotals(target)
+	light, heavy := routes["tools/call light"], routes["tools/call heavy"]
+	got := meanFinishedCPUUs(target)
+	t.Logf("light %d (%.1f µs), heavy %d (%.1f µs); notifications %d; mean %.1f µs, the server %.1f µs (%+.2f%%); per burst %v; routes %d",
+		light.Requests, meanTotalsUs(light), heavy.Requests, meanTotalsUs(heavy), target.Notifications, got, truth.MeanCPUUs,
+		100*(got/truth.MeanCPUUs-1), target.PerBurst, len(routes))
+	if light.Requests != calls/2 || heavy.Requests != calls/2 || uint64(target.Finished.Requests) != truth.Requests {
+		t.Errorf("counted %d light and %d heavy calls (%d requests), the server answered %d", light.Requests, heavy.Requests, target.Finished.Requests, truth.Requests)
+	}
+	if light.Protocol != "jsonrpc" {
+		t.Errorf("protocol %q, want jsonrpc", light.Protocol)
+	}
+	if target.Notifications != truth.Notifications {
+		t.Errorf("%d notifications counted, the server got %d", target.Notifications, truth.Notifications)
+	}
+	if !within(got, truth.MeanCPUUs, 0.03) {
+		t.Errorf("mean CPU per request %.1f µs, the server measured %.1f µs: more than 3%% apart", got, truth.MeanCPUUs)
 	}
 }

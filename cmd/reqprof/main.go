@@ -221,6 +221,7 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	c.Var(&pids, "pid", "`PID[=LABEL]` process to profile (repeatable; the first is the baseline)")
 	c.Var(&cgroups, "cgroup", "`DIR[=LABEL]` every process of this cgroup v2 directory, as one target (repeatable)")
 	followChildren := c.Bool("follow-children", false, "also profile each target's child processes, present and future (pre-fork servers: give the master)")
+	stdio := c.String("stdio", "auto", "`auto|on|off` requests on a target's stdin, answered on its stdout (MCP's stdio transport): auto when stdin is a pipe, FIFO or socket; never a terminal")
 	c.Var(&floor, "floor", "`PID[=LABEL]` a bare server, profiled too: the others' CPU is also shown above its own")
 	repeat := c.Int("repeat", 1, "`N` profile N windows in a row and report the spread between them (needs --duration)")
 	out.register(c, "until Ctrl-C or every target exits")
@@ -239,6 +240,10 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	}
 	if *repeat < 1 {
 		return badInput("--repeat %d: want at least 1", *repeat)
+	}
+	stdioMode, ok := map[string]collector.StdioMode{"auto": collector.StdioAuto, "on": collector.StdioOn, "off": collector.StdioOff}[*stdio]
+	if !ok {
+		return badInput("--stdio %q: want auto, on or off", *stdio)
 	}
 	if *repeat > 1 && out.duration == 0 {
 		return badInput("--repeat needs --duration for each window")
@@ -264,6 +269,7 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	for i := range *repeat {
 		cfg := out.config(targets)
 		cfg.FollowChildren = *followChildren || len(cgroups) > 0
+		cfg.Stdio = stdioMode
 		cfg.OnAttached = func(line string) { fmt.Fprintln(stderr, line) }
 		run, err := collector.Run(ctx, cfg)
 		if err != nil {

@@ -75,6 +75,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"attach"}, true, "reqprof: attach needs --pid PID or --cgroup DIR"},
 		{[]string{"attach", "--pid", "abc"}, true, `reqprof: --pid "abc": not a process id: want PID or PID=LABEL`},
 		{[]string{"attach", "--pid", "1", "--group-by", "foo"}, true, `reqprof: cannot group requests by "foo": want route, port or none`},
+		{[]string{"attach", "--pid", "1", "--stdio", "sometimes"}, true, `reqprof: --stdio "sometimes": want auto, on or off`},
 		{[]string{"attach", "--pid", "1", "extra"}, true, `reqprof: unexpected argument "extra" (attach takes flags only)`},
 		{[]string{"attach", "--pid", "1", "--pid", "1"}, true, "reqprof: pid 1 given twice"},
 		{[]string{"attach", "--pid"}, true, "reqprof: --pid needs a value"},
@@ -153,7 +154,7 @@ func TestHelp(t *testing.T) {
 		wantFlags []string
 	}{
 		{[]string{"attach", "--help"}, "usage: reqprof attach --pid PID[=LABEL] [--pid ...] [flags]\n",
-			[]string{"--pid PID[=LABEL]", "--cgroup DIR[=LABEL]", "--follow-children", "--floor PID[=LABEL]", "--repeat N",
+			[]string{"--pid PID[=LABEL]", "--cgroup DIR[=LABEL]", "--follow-children", "--stdio auto|on|off", "--floor PID[=LABEL]", "--repeat N",
 				"--duration DURATION", "--json FILE", "--html FILE", "--group-by route|port|none", "--syscalls", "--capture-bytes N", "--no-payload"}},
 		{[]string{"demo", "-h"}, "usage: reqprof demo [flags]\n",
 			[]string{"--requests N", "--conns N", "--duration DURATION", "--json FILE"}},
