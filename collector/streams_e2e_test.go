@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/gohttp"
 	"github.com/reqprof/reqprof/internal/grpcserver"
@@ -509,5 +511,63 @@ func TestStdioJSONRPC(t *testing.T) {
 	}
 	if !within(got, truth.MeanCPUUs, 0.03) {
 		t.Errorf("mean CPU per request %.1f µs, the server measured %.1f µs: more than 3%% apart", got, truth.MeanCPUUs)
+	}
+}
+
+// TestMCPServerOverStdio profiles an MCP server built with the official Go
+// SDK, spawned by the SDK's client over stdio as MCP's default transport
+// has it: every tools/call is a request named by its tool, counted as the
+// server counted them, and the two tools' CPU differs by what they burn.
+func TestMCPServerOverStdio(t *testing.T) {
+	requireBPF(t)
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
+	cmd := exec.Command(bin, "--light", "100us", "--heavy", "400us")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "reqprof-test-client", Version: "1"}, nil)
+	ctx := context.Background()
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	const calls = 1000
+	w := measure(t, []int{cmd.Process.Pid}, func() {
+		for i := range calls {
+			name := []string{"light", "heavy"}[i%2]
+			if _, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}}); err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+	})
+	session.Close()
+	cmd.Wait()
+	var truth struct {
+		Calls  map[string]uint64  `json:"calls"`
+		BurnUs map[string]float64 `json:"burn_us"`
+	}
+	lines := bytes.Split(bytes.TrimSpace(stderr.Bytes()), []byte("\n"))
+	if err := json.Unmarshal(lines[len(lines)-1], &truth); err != nil {
+		t.Fatalf("the server said %q: %v", stderr.String(), err)
+	}
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	routes := routeTotals(target)
+	light, heavy := routes["tools/call light"], routes["tools/call heavy"]
+	attributed := float64(target.AttributedNs()) / float64(target.ProcessNs())
+	burnDiff := truth.BurnUs["heavy"] - truth.BurnUs["light"]
+	t.Logf("light %d (%.1f µs), heavy %d (%.1f µs): %.1f apart, the tools' burns %.1f apart by their own clock; attributed %.1f%%; per burst %v; routes %d",
+		light.Requests, meanTotalsUs(light), heavy.Requests, meanTotalsUs(heavy), meanTotalsUs(heavy)-meanTotalsUs(light),
+		burnDiff, 100*attributed, target.PerBurst, len(routes))
+	if uint64(light.Requests) != truth.Calls["light"] || uint64(heavy.Requests) != truth.Calls["heavy"] || light.Requests != calls/2 {
+		t.Errorf("counted %d light and %d heavy calls, the server answered %v", light.Requests, heavy.Requests, truth.Calls)
+	}
+	if d := meanTotalsUs(heavy) - meanTotalsUs(light); !within(d, burnDiff, 0.1) {
+		t.Errorf("heavy costs %.1f µs more than light, the tools' burns %.1f µs apart: more than 10%% off", d, burnDiff)
+	}
+	// The SDK runs each call's handler in a goroutine that never reads or
+	// writes stdio; on another thread its CPU is the request's only where
+	// that thread was handed it (docs/LIMITS.md, Go servers).
+	if attributed < 0.75 {
+		t.Errorf("%.1f%% of the server's CPU attributed, want 75%% or more", 100*attributed)
 	}
 }
