@@ -110,4 +110,22 @@ struct pt_regs {
 	long unsigned int di;
 } __attribute__((preserve_access_index));
 
+/* What a perf_event program is given: the registers the sampling
+ * interrupt caught, as the UAPI's struct bpf_perf_event_data lays them out
+ * on x86-64 (struct pt_regs of asm/ptrace.h). Part of the ABI, so a plain
+ * struct, not relocated: the kernel rewrites each access itself, and takes
+ * only whole 8-byte loads. */
+struct sampled_regs {
+	__u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+struct perf_sample_ctx {
+	struct sampled_regs regs;
+	__u64 sample_period;
+	__u64 addr;
+};
+
+/* bpf_get_stack: the user stack rather than the kernel's. */
+#define BPF_F_USER_STACK (1ULL << 8)
+
 #endif

@@ -39,6 +39,9 @@ enum limits {
 	WAKEUP_BYTES = RINGBUF_BYTES / 4,
 	/* The number charged for a syscall entered before the window opened. */
 	SYSCALL_UNKNOWN = 0xfffff,
+	/* Most frames of a stack sample's kernel stack, and of its user
+	 * stack: the kernel's default perf_event_max_stack. */
+	STACK_DEPTH = 127,
 };
 
 #define AF_INET 2
@@ -104,6 +107,14 @@ enum record_kind {
 	RECORD_REQUEST = 1, /* struct request_record */
 	RECORD_CHUNK = 2,   /* struct chunk_record: inbound bytes of a connection */
 	RECORD_CLOSED = 3,  /* struct chunk_record with no data: a streamed connection closed */
+	RECORD_STACK = 4,   /* struct stack_sample: a target thread's stacks, sampled on a CPU */
+};
+
+/* stack_sample.flags */
+enum sample_flags {
+	SAMPLE_KERNEL_MODE = 1, /* taken in the kernel: its kernel frames lead, its user frames are the caller's */
+	SAMPLE_IN_REQUEST = 2,  /* conn and start_ns name the request it ran for */
+	SAMPLE_START_UNSEEN = 4, /* that request began before reqprof attached: it will not be reported */
 };
 
 struct syscall_slot {
@@ -159,6 +170,24 @@ struct chunk_record {
 	__u32 len;
 	__u32 pad;
 	__u8 data[CHUNK_BYTES];
+};
+
+/* What a target thread was doing when a CPU's sampling clock ticked
+ * (stacks.h): the request it ran for, if any, and its stacks. Sent only up
+ * to kernel_frames + user_frames addresses. */
+struct stack_sample {
+	__u32 kind; /* RECORD_STACK */
+	__u32 target;
+	__u32 tgid;
+	__u32 tid;
+	__u64 conn;     /* socket cookie of the connection whose request it ran for; 0: none */
+	__u64 start_ns; /* that request's start, which the collector finds it by */
+	__u32 flags;    /* enum sample_flags */
+	__u16 kernel_frames;
+	__u16 user_frames;
+	/* Return addresses, innermost first: the kernel frames, then the user
+	 * frames. */
+	__u64 ips[2 * STACK_DEPTH];
 };
 
 /* The open request of one connection, and the tail of its last writer.
@@ -267,6 +296,8 @@ struct target_stats {
 	__u64 children_followed;   /* processes forked by a target and added to it */
 	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
 	__u64 lost_chunks;         /* chunks of inbound bytes lost to a full ring buffer */
+	__u64 stack_samples;       /* stack samples of its threads sent */
+	__u64 lost_stack_samples;  /* stack samples lost to a full ring buffer */
 };
 
 /* Per CPU: which task was last seen here and whether it is a target (lets
@@ -318,6 +349,8 @@ const enum limits *unused_limits __attribute__((unused));
 const enum record_flags *unused_record_flags __attribute__((unused));
 const enum record_kind *unused_record_kind __attribute__((unused));
 const struct chunk_record *unused_chunk_record __attribute__((unused));
+const struct stack_sample *unused_stack_sample __attribute__((unused));
+const enum sample_flags *unused_sample_flags __attribute__((unused));
 
 volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
@@ -415,6 +448,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct chunk_record);
 } chunk_scratch SEC(".maps");
+
+/* A stack sample being filled: too large for the stack. Its own, not
+ * chunk_scratch: the sampling program interrupts the others. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_sample);
+} stack_scratch SEC(".maps");
 
 /* A zeroed conn_state to create entries from: too large for the stack. */
 struct {

@@ -5,6 +5,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/reqprof/reqprof/collector/symbols"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -42,6 +44,11 @@ type Config struct {
 	CaptureBytes int
 	// NoPayload captures nothing: requests are named by port only.
 	NoPayload bool
+	// Stacks samples the targets' threads' stacks on each CPU, StackHz
+	// times a second (DefaultStackHz when 0), each sample with the request
+	// it ran for: profile.Target.Stacks.
+	Stacks  bool
+	StackHz int
 	// FollowChildren adds each target's child processes, present and
 	// future, to it: a pre-fork server (nginx, gunicorn, PHP-FPM) is
 	// profiled through its master.
@@ -104,6 +111,8 @@ type session struct {
 	procs    []*process
 	reader   *ringbuf.Reader
 	links    []link.Link
+	sampler  *sampler // with Config.Stacks
+	stackHz  int
 	overhead *overheadMeter
 }
 
@@ -115,6 +124,9 @@ func start(cfg Config, procs []*process) (*session, error) {
 		return nil, err
 	}
 	s := &session{objs: objs, procs: procs}
+	if cfg.Stacks {
+		s.stackHz = cmp.Or(cfg.StackHz, DefaultStackHz)
+	}
 	if err := s.attach(); err != nil {
 		s.close()
 		return nil, err
@@ -134,11 +146,23 @@ func (s *session) attach() error {
 		return err
 	}
 	s.overhead = newOverheadMeter(s.objs, len(s.procs))
+	if s.stackHz > 0 {
+		if s.stackHz > MaxStackHz {
+			return fmt.Errorf("stack sampling at %d Hz, at most %d", s.stackHz, MaxStackHz)
+		}
+		if s.sampler, err = openSampler(s.objs.SampleStack, s.stackHz); err != nil {
+			return err
+		}
+		s.overhead.progs = append(s.overhead.progs, s.objs.SampleStack)
+	}
 	return enableAndCalibrate(s.objs, s.overhead)
 }
 
-// detach detaches every program: no event is charged after it.
+// detach detaches every program: no event is charged, and no stack
+// sampled, after it.
 func (s *session) detach() {
+	s.sampler.close()
+	s.sampler = nil
 	for _, l := range s.links {
 		l.Close()
 	}
@@ -155,8 +179,12 @@ func (s *session) close() {
 
 // profile opens the window, waits for its end, and reads what it measured.
 func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) {
+	var stacks *stackSamples
+	if s.stackHz > 0 {
+		stacks = newStackSamples(len(s.procs), s.stackHz, symbols.New(symbols.Options{}))
+	}
 	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload) }()
+	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload, stacks) }()
 
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
@@ -508,7 +536,10 @@ type consumeResult struct {
 	// by port, as asked.
 	noPayload bool
 	malformed uint64
-	err       error
+	// stacks are the stack samples, with Config.Stacks; nil without.
+	stacks *stackSamples
+	routes []profile.RouteKey // reused
+	err    error
 }
 
 // consume reads finished requests until the reader is flushed. Its memory
@@ -516,9 +547,10 @@ type consumeResult struct {
 // reuses one record buffer and interns a bounded number of route names.
 // Once the samples are full, decoding allocates only for a route name not
 // seen before.
-func consume(reader *ringbuf.Reader, targets int, noPayload bool) consumeResult {
+func consume(reader *ringbuf.Reader, targets int, noPayload bool, stacks *stackSamples) consumeResult {
 	res := newConsumeResult(targets)
 	res.noPayload = noPayload
+	res.stacks = stacks
 	var rec ringbuf.Record
 	// The programs wake the reader only when the buffer fills up, to spare
 	// the servers an interrupt per request: it polls meanwhile. A deadline
@@ -569,6 +601,13 @@ func (res *consumeResult) decode(b []byte) {
 		} else if res.bursts.chunk(c.conn, c.offset, c.data) {
 			res.droppedChunks++
 		}
+	case uint32(reqprofRecordKindRECORD_STACK):
+		d, err := decodeStackSample(b)
+		if err != nil || res.stacks == nil {
+			res.malformed++
+			return
+		}
+		res.stacks.sample(&d)
 	default:
 		res.malformed++
 	}
@@ -601,12 +640,14 @@ func (res *consumeResult) add(d decodedRecord) {
 	if res.noPayload {
 		d.request.Route = res.names.name(nil, d.localPort)
 		res.finished[d.target].add(d.request)
+		res.stacksFinished(&d, false, d.request.Route)
 		return
 	}
 	s := res.bursts.burst(&d)
 	f := res.bursts.conns[d.request.Conn]
 	r := d.request
-	if f != nil && f.carrying {
+	carried := f != nil && f.carrying
+	if carried {
 		r = merge(r, f.carry)
 		f.carry, f.carrying = profile.Request{}, false
 	}
@@ -617,11 +658,13 @@ func (res *consumeResult) add(d decodedRecord) {
 		r.Protocol = s.protocol.String()
 		res.finished[d.target].add(r)
 		res.countPerBurst(d.target, s.fallback)
+		res.stacksFinished(&d, carried, r.Route)
 	case s.carried:
 		if f == nil {
 			f = res.bursts.follow(d.request.Conn)
 		}
 		f.carry, f.carrying, f.target = r, true, d.target
+		// Its samples stay held, for the burst that completes a request.
 	default:
 		for i, found := range s.requests {
 			one := share(r, len(s.requests), i == 0)
@@ -629,7 +672,24 @@ func (res *consumeResult) add(d decodedRecord) {
 			one.Protocol = found.Protocol.String()
 			res.finished[d.target].add(one)
 		}
+		if res.stacks != nil {
+			res.routes = res.routes[:0]
+			for _, found := range s.requests {
+				res.routes = append(res.routes, profile.RouteKey{Route: found.Name, Port: d.localPort})
+			}
+			res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
+		}
 	}
+}
+
+// stacksFinished gives the samples held for d's request to its route,
+// with those of the bursts it carries when carried.
+func (res *consumeResult) stacksFinished(d *decodedRecord, carried bool, route string) {
+	if res.stacks == nil {
+		return
+	}
+	res.routes = append(res.routes[:0], profile.RouteKey{Route: route, Port: d.localPort})
+	res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
 }
 
 // maxPerBurstReasons bounds the distinct reasons kept per target: they

@@ -117,6 +117,7 @@ const (
 	reqprofLimitsRINGBUF_BYTES        reqprofLimits = 8388608
 	reqprofLimitsWAKEUP_BYTES         reqprofLimits = 2097152
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
+	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
 )
 
 type reqprofRecordFlags uint32
@@ -132,6 +133,7 @@ const (
 	reqprofRecordKindRECORD_REQUEST reqprofRecordKind = 1
 	reqprofRecordKindRECORD_CHUNK   reqprofRecordKind = 2
 	reqprofRecordKindRECORD_CLOSED  reqprofRecordKind = 3
+	reqprofRecordKindRECORD_STACK   reqprofRecordKind = 4
 )
 
 type reqprofRequestRecord struct {
@@ -152,6 +154,28 @@ type reqprofRequestRecord struct {
 	LocalPort    uint16
 	PayloadLen   uint16
 	Payload      [1024]uint8
+}
+
+type reqprofSampleFlags uint32
+
+const (
+	reqprofSampleFlagsSAMPLE_KERNEL_MODE  reqprofSampleFlags = 1
+	reqprofSampleFlagsSAMPLE_IN_REQUEST   reqprofSampleFlags = 2
+	reqprofSampleFlagsSAMPLE_START_UNSEEN reqprofSampleFlags = 4
+)
+
+type reqprofStackSample struct {
+	_            structs.HostLayout
+	Kind         uint32
+	Target       uint32
+	Tgid         uint32
+	Tid          uint32
+	Conn         uint64
+	StartNs      uint64
+	Flags        uint32
+	KernelFrames uint16
+	UserFrames   uint16
+	Ips          [254]uint64
 }
 
 type reqprofSyscallSlot struct {
@@ -178,6 +202,8 @@ type reqprofTargetStats struct {
 	ChildrenFollowed     uint64
 	Finished             uint64
 	LostChunks           uint64
+	StackSamples         uint64
+	LostStackSamples     uint64
 }
 
 type reqprofThreadState struct {
@@ -244,6 +270,7 @@ const (
 	reqprofMapGoroutines           = "goroutines"
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapRequests             = "requests"
+	reqprofMapStackScratch         = "stack_scratch"
 	reqprofMapStats                = "stats"
 	reqprofMapTargets              = "targets"
 	reqprofMapThreadTemplate       = "thread_template"
@@ -265,6 +292,7 @@ const (
 	reqprofProgOnSoftirqExit       = "on_softirq_exit"
 	reqprofProgOnSysEnter          = "on_sys_enter"
 	reqprofProgOnSysExit           = "on_sys_exit"
+	reqprofProgSampleStack         = "sample_stack"
 	reqprofProgSettleConns         = "settle_conns"
 	reqprofProgSettleThreads       = "settle_threads"
 	reqprofVarCalibrationCookie    = "calibration_cookie"
@@ -281,6 +309,8 @@ const (
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
 	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
+	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
+	reqprofVarUnusedStackSample    = "unused_stack_sample"
 )
 
 // loadReqprof returns the embedded CollectionSpec for reqprof.
@@ -342,6 +372,7 @@ type reqprofProgramSpecs struct {
 	OnSoftirqExit      *ebpf.ProgramSpec `ebpf:"on_softirq_exit"`
 	OnSysEnter         *ebpf.ProgramSpec `ebpf:"on_sys_enter"`
 	OnSysExit          *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
+	SampleStack        *ebpf.ProgramSpec `ebpf:"sample_stack"`
 	SettleConns        *ebpf.ProgramSpec `ebpf:"settle_conns"`
 	SettleThreads      *ebpf.ProgramSpec `ebpf:"settle_threads"`
 }
@@ -358,6 +389,7 @@ type reqprofMapSpecs struct {
 	Goroutines     *ebpf.MapSpec `ebpf:"goroutines"`
 	ListenPorts    *ebpf.MapSpec `ebpf:"listen_ports"`
 	Requests       *ebpf.MapSpec `ebpf:"requests"`
+	StackScratch   *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats          *ebpf.MapSpec `ebpf:"stats"`
 	Targets        *ebpf.MapSpec `ebpf:"targets"`
 	ThreadTemplate *ebpf.MapSpec `ebpf:"thread_template"`
@@ -382,6 +414,8 @@ type reqprofVariableSpecs struct {
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
+	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
+	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
 }
 
 // reqprofObjects contains all objects after they have been loaded into the kernel.
@@ -412,6 +446,7 @@ type reqprofMaps struct {
 	Goroutines     *ebpf.Map `ebpf:"goroutines"`
 	ListenPorts    *ebpf.Map `ebpf:"listen_ports"`
 	Requests       *ebpf.Map `ebpf:"requests"`
+	StackScratch   *ebpf.Map `ebpf:"stack_scratch"`
 	Stats          *ebpf.Map `ebpf:"stats"`
 	Targets        *ebpf.Map `ebpf:"targets"`
 	ThreadTemplate *ebpf.Map `ebpf:"thread_template"`
@@ -428,6 +463,7 @@ func (m *reqprofMaps) Close() error {
 		m.Goroutines,
 		m.ListenPorts,
 		m.Requests,
+		m.StackScratch,
 		m.Stats,
 		m.Targets,
 		m.ThreadTemplate,
@@ -453,6 +489,8 @@ type reqprofVariables struct {
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
+	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
+	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
 }
 
 // reqprofPrograms contains all programs after they have been loaded into the kernel.
@@ -476,6 +514,7 @@ type reqprofPrograms struct {
 	OnSoftirqExit      *ebpf.Program `ebpf:"on_softirq_exit"`
 	OnSysEnter         *ebpf.Program `ebpf:"on_sys_enter"`
 	OnSysExit          *ebpf.Program `ebpf:"on_sys_exit"`
+	SampleStack        *ebpf.Program `ebpf:"sample_stack"`
 	SettleConns        *ebpf.Program `ebpf:"settle_conns"`
 	SettleThreads      *ebpf.Program `ebpf:"settle_threads"`
 }
@@ -499,6 +538,7 @@ func (p *reqprofPrograms) Close() error {
 		p.OnSoftirqExit,
 		p.OnSysEnter,
 		p.OnSysExit,
+		p.SampleStack,
 		p.SettleConns,
 		p.SettleThreads,
 	)
