@@ -95,6 +95,8 @@ func decodeStackSample(b []byte) (decodedSample, error) {
 type stackSamples struct {
 	hz  int
 	sym *symbols.Symbolizer
+	// The bounds, maxHeldSamples and maxStacks but in tests.
+	maxHeld, maxStacks int
 
 	// Distinct stacks, by their raw addresses and process, and what they
 	// resolved to.
@@ -145,7 +147,8 @@ type targetSamples struct {
 }
 
 func newStackSamples(targets, hz int, sym *symbols.Symbolizer) *stackSamples {
-	s := &stackSamples{hz: hz, sym: sym, index: map[string]int32{}, held: map[uint64][]heldSample{}, pids: map[int]uint32{}}
+	s := &stackSamples{hz: hz, sym: sym, maxHeld: maxHeldSamples, maxStacks: maxStacks,
+		index: map[string]int32{}, held: map[uint64][]heldSample{}, pids: map[int]uint32{}}
 	for range targets {
 		s.perTarget = append(s.perTarget, &targetSamples{
 			counts: map[countKey]uint64{}, frameIndex: map[profile.Frame]int32{}, lost: map[string]uint64{},
@@ -172,7 +175,7 @@ func (s *stackSamples) sample(d *decodedSample) {
 		s.count(d.target, profile.RouteKey{Route: profile.BetweenRequests}, stack, kernel)
 	case d.has(reqprofSampleFlagsSAMPLE_START_UNSEEN):
 		s.count(d.target, profile.RouteKey{Route: profile.UnfinishedRequest}, stack, kernel)
-	case s.nHeld >= maxHeldSamples:
+	case s.nHeld >= s.maxHeld:
 		t.lost[lostSamplePending]++
 	default:
 		s.held[d.conn] = append(s.held[d.conn], heldSample{start: d.startNs, stack: stack, kernel: kernel, target: d.target})
@@ -210,7 +213,7 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 	if i, ok := s.index[string(key)]; ok {
 		return i, true
 	}
-	if len(s.stacks) >= maxStacks || s.keyBytes+len(key) > maxStackKeyBytes {
+	if len(s.stacks) >= s.maxStacks || s.keyBytes+len(key) > maxStackKeyBytes {
 		return 0, false
 	}
 	t := s.perTarget[d.target]

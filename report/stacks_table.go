@@ -80,7 +80,7 @@ func routeStacksLine(r RouteStacks) string {
 		if r.Route == profile.UnfinishedRequest {
 			what = "requests that did not finish in the window"
 		}
-		return fmt.Sprintf("%s (%s): %s, %s ms of CPU, %s; figures in ms", printable(r.Route), what, samples, tenths(*r.CPUMs), kernel)
+		return fmt.Sprintf("%s, %s: %s, %s ms of CPU, %s; figures in ms", printable(r.Route), what, samples, tenths(*r.CPUMs), kernel)
 	}
 	line := fmt.Sprintf("%s: %s %s, %s, %s µs per request, %s", printable(shorten(r.Route, maxRouteNameRunes)),
 		groupDigits(strconv.Itoa(r.Requests)), plural(r.Requests, "request", "requests"), samples, tenths(*r.CPUUsPerRequest), kernel)

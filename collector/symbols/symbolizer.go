@@ -252,13 +252,17 @@ func (s *Symbolizer) userFrame(p *process, ip, addr uint64) profile.Frame {
 	if ok && m.path == "[vdso]" {
 		return s.vdsoFrame(p, m, f, addr)
 	}
-	if !ok || !m.file() {
-		if ok && m.path != "" {
-			f.Module = m.path // [vsyscall], [uprobes]: the kernel's
-			return f
-		}
-		// Anonymous executable memory, or none known: a JIT's code, if
-		// its perf map names it.
+	switch {
+	case !ok:
+		// No code is mapped there: a frame pointer walk went astray in
+		// code built without them (or the code was unmapped since).
+		return f
+	case !m.file() && m.path != "":
+		f.Module = m.path // [vsyscall], [uprobes]: the kernel's
+		return f
+	case !m.file():
+		// Anonymous executable memory: a JIT's code, if its perf map
+		// names it.
 		if name, found := s.jitSymbol(p, addr); found {
 			f.Function, f.Module = name, profile.JITModule
 		}
