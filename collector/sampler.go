@@ -41,6 +41,11 @@ func openSampler(prog *ebpf.Program, hz int) (*sampler, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openSamplerOn(prog, hz, cpus)
+}
+
+// openSamplerOn is openSampler on the given CPUs.
+func openSamplerOn(prog *ebpf.Program, hz int, cpus []int) (*sampler, error) {
 	s := &sampler{}
 	for _, cpu := range cpus {
 		attr := unix.PerfEventAttr{

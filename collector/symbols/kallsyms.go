@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"io"
 	"slices"
-	"strconv"
-	"strings"
 )
 
 // kernelSymbol is one text symbol of /proc/kallsyms.
@@ -18,38 +16,63 @@ type kernelSymbol struct {
 
 // parseKallsyms reads /proc/kallsyms, "ADDR TYPE NAME [MODULE]" a line,
 // keeping text symbols, sorted by address. When every address reads 0
-// (kptr_restrict hides them from this reader), hidden is true.
+// (kptr_restrict hides them from this reader), hidden is true. The kernel
+// lists some 100,000 symbols: their names are cut from one string, and the
+// lines are split by hand, to read them in a few tens of milliseconds.
 func parseKallsyms(r io.Reader) (syms []kernelSymbol, hidden bool) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	nonZero := false
-	lines := 0
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	type span struct{ start, end int }
+	type parsed struct {
+		addr         uint64
+		name, module span
+	}
+	var lines []parsed
+	var arena []byte
+	nonZero, seen := false, 0
 	for sc.Scan() {
-		fields := bytes.Fields(sc.Bytes())
-		if len(fields) < 3 || len(fields[1]) != 1 {
+		line := sc.Bytes()
+		addrText, rest, ok := bytes.Cut(line, []byte{' '})
+		if !ok || len(rest) < 3 || rest[1] != ' ' {
 			continue
 		}
-		lines++
-		addr, err := strconv.ParseUint(string(fields[0]), 16, 64)
-		if err != nil {
+		seen++
+		addr, ok := parseHexBytes(addrText)
+		if !ok {
 			continue
 		}
 		if addr != 0 {
 			nonZero = true
 		}
-		switch fields[1][0] {
+		switch rest[0] {
 		case 't', 'T', 'w', 'W':
 		default:
 			continue
 		}
-		s := kernelSymbol{addr: addr, name: string(fields[2])}
-		if len(fields) > 3 {
-			s.module = strings.Trim(string(fields[3]), "[]")
+		// The module follows a tab; names have no blanks.
+		name, module := rest[2:], []byte(nil)
+		if i := bytes.IndexAny(name, " \t"); i >= 0 {
+			name, module = name[:i], name[i+1:]
 		}
-		syms = append(syms, s)
+		if len(name) == 0 {
+			continue
+		}
+		p := parsed{addr: addr}
+		p.name = span{len(arena), len(arena) + len(name)}
+		arena = append(arena, name...)
+		if module = bytes.Trim(bytes.TrimSpace(module), "[]"); len(module) > 0 {
+			p.module = span{len(arena), len(arena) + len(module)}
+			arena = append(arena, module...)
+		}
+		lines = append(lines, p)
 	}
-	if lines > 0 && !nonZero {
+	if seen > 0 && !nonZero {
 		return nil, true
+	}
+	all := string(arena)
+	syms = make([]kernelSymbol, len(lines))
+	for i, p := range lines {
+		syms[i] = kernelSymbol{addr: p.addr, name: all[p.name.start:p.name.end], module: all[p.module.start:p.module.end]}
 	}
 	slices.SortStableFunc(syms, func(a, b kernelSymbol) int {
 		switch {
@@ -61,6 +84,28 @@ func parseKallsyms(r io.Reader) (syms []kernelSymbol, hidden bool) {
 		return 0
 	})
 	return syms, false
+}
+
+// parseHexBytes reads a hex number of at most 16 digits.
+func parseHexBytes(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 16 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | uint64(c)
+	}
+	return n, true
 }
 
 // lookupKernel is the symbol of syms at or below addr: kallsyms gives no
