@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -172,4 +174,79 @@ func TestFolded(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGolden(t, "stacks_two_targets_by_port.folded.golden", two.Bytes())
+}
+
+// stacksComparison is two targets with stack samples, the second's JSON
+// encoding grown (60 samples to 180) and its handler's own time shrunk (30
+// to 10), for the differential flame graph.
+func stacksComparison() Summary {
+	run := stacksRun()
+	second := run.Targets[0]
+	second.PID, second.Label = 4343, "canary"
+	st := *second.Stacks
+	st.Samples = slices.Clone(st.Samples)
+	st.Samples[0].Count = 180
+	st.Samples[1].Count = 10
+	second.Stacks = &st
+	run.Targets[0].Label = "stable"
+	run.Targets = append(run.Targets, second)
+	return Summarize(run)
+}
+
+var framePattern = regexp.MustCompile(`<rect class="frame" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="[0-9.]+" fill="(#[0-9a-f]{6})"><title>([^<]*)</title>`)
+
+// The page draws a flame graph per route with samples, the route at its
+// root, each box as wide as its share; and a differential one of the
+// second target against the first, coloured by how each share changed.
+func TestHTMLFlameGraphs(t *testing.T) {
+	s := stacksComparison()
+	var b bytes.Buffer
+	if err := WriteHTML(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	boxes := framePattern.FindAllStringSubmatch(page, -1)
+	if len(boxes) == 0 {
+		t.Fatal("no flame graph boxes")
+	}
+	widths := map[string]string{}
+	colours := map[string]string{}
+	for _, box := range boxes {
+		widths[box[3]] = box[1]
+		colours[box[3]] = box[2]
+	}
+	// GET /users/{id} has 100 samples of the first target: the route's
+	// box is the chart's whole width, json.Marshal's 70% of it.
+	for title, want := range map[string]string{
+		"GET /users/{id}: 99.2 µs per request, 100.0% of the route&#39;s samples (100)":     "759.5",
+		"encoding/json.Marshal: 69.4 µs per request, 70.0% of the route&#39;s samples (70)": "531.5",
+		"tcp_sendmsg (kernel): 51.0 µs per request, 50.0% of the route&#39;s samples (20)":  "379.5",
+		"(between requests): 8.0 ms of CPU, 100.0% of these samples (8)":                    "759.5",
+		// canary: 243 samples of finished requests, 190 in json.Marshal;
+		// stable: 143, 70.
+		"encoding/json.Marshal: 78.2% of canary&#39;s samples (190), 49.0% of stable&#39;s": "593.7",
+		"POST /users: 16.5% of canary&#39;s samples (40), 28.0% of stable&#39;s":            "124.6",
+	} {
+		got, ok := widths[title]
+		if !ok {
+			t.Errorf("no box titled %q", title)
+			continue
+		}
+		if want != "" && got != want {
+			t.Errorf("box %q is %s px wide, want %s", title, got, want)
+		}
+	}
+	if c := colours["encoding/json.Marshal: 78.2% of canary&#39;s samples (190), 49.0% of stable&#39;s"]; c != flameGrew[len(flameGrew)-1] {
+		t.Errorf("the share that grew most is %s, want %s", c, flameGrew[len(flameGrew)-1])
+	}
+	if c := colours["POST /users: 16.5% of canary&#39;s samples (40), 28.0% of stable&#39;s"]; !slices.Contains(flameFell, c) {
+		t.Errorf("a share that fell is %s, want one of %v", c, flameFell)
+	}
+	if n := strings.Count(page, `<h2 class="chart-title">Differential flame graph</h2>`); n != 1 {
+		t.Errorf("%d differential flame graphs, want 1", n)
+	}
+	// Both targets: 3 routes and the 2 of no finished request each.
+	if n := strings.Count(page, `<section class="flame">`); n != 10 {
+		t.Errorf("%d flame graphs, want 10", n)
+	}
 }
