@@ -103,11 +103,13 @@ struct bpf_iter__bpf_map_elem {
 	void *value;
 } __attribute__((preserve_access_index));
 
-/* x86-64 syscall arguments: di, si, dx, r10, r8, r9. */
+/* x86-64 syscall arguments: di, si, dx, r10, r8, r9; and the stack
+ * pointer. */
 struct pt_regs {
 	long unsigned int dx;
 	long unsigned int si;
 	long unsigned int di;
+	long unsigned int sp;
 } __attribute__((preserve_access_index));
 
 /* What a perf_event program is given: the registers the sampling

@@ -140,6 +140,12 @@ static __always_inline void sample_stacks(struct perf_sample_ctx *ctx)
 		user_frames = STACK_DEPTH;
 	s->kernel_frames = kernel_frames;
 	s->user_frames = user_frames;
+	/* The user registers, saved where the thread entered the kernel (or
+	 * was interrupted in user mode). */
+	s->user_stack_top = 0;
+	struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (user_frames && user)
+		bpf_probe_read_user(&s->user_stack_top, sizeof(s->user_stack_top), (void *)user->sp);
 
 	struct target_stats *st = stats_of(s->target);
 	__u64 size = __builtin_offsetof(struct stack_sample, ips) + (kernel_frames + user_frames) * sizeof(__u64);

@@ -185,6 +185,12 @@ struct stack_sample {
 	__u32 flags;    /* enum sample_flags */
 	__u16 kernel_frames;
 	__u16 user_frames;
+	/* The word on top of the user stack, where a function that has not
+	 * pushed a frame pointer (a leaf without a frame, or one in its
+	 * prologue) keeps its return address, which the walk of frame
+	 * pointers misses: the collector puts it back where the binary says
+	 * the function has no frame (Go's pclntab). 0 when unread. */
+	__u64 user_stack_top;
 	/* Return addresses, innermost first: the kernel frames, then the user
 	 * frames. */
 	__u64 ips[2 * STACK_DEPTH];

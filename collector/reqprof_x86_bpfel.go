@@ -175,6 +175,7 @@ type reqprofStackSample struct {
 	Flags        uint32
 	KernelFrames uint16
 	UserFrames   uint16
+	UserStackTop uint64
 	Ips          [254]uint64
 }
 

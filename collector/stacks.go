@@ -53,7 +53,8 @@ type decodedSample struct {
 	target, tgid, tid uint32
 	conn, startNs     uint64
 	flags             uint32
-	kernel, user      []uint64 // alias the record: valid until the next read
+	kernel, user      []uint64
+	stackTop          uint64 // the word on top of the user stack
 }
 
 func (d *decodedSample) has(flag reqprofSampleFlags) bool { return d.flags&uint32(flag) != 0 }
@@ -80,14 +81,15 @@ func decodeStackSample(b []byte) (decodedSample, error) {
 		ips[i] = binary.NativeEndian.Uint64(b[sampleHeaderSize+8*i:])
 	}
 	return decodedSample{
-		target:  u32(unsafe.Offsetof(s.Target)),
-		tgid:    u32(unsafe.Offsetof(s.Tgid)),
-		tid:     u32(unsafe.Offsetof(s.Tid)),
-		conn:    u64(unsafe.Offsetof(s.Conn)),
-		startNs: u64(unsafe.Offsetof(s.StartNs)),
-		flags:   u32(unsafe.Offsetof(s.Flags)),
-		kernel:  ips[:nk],
-		user:    ips[nk:],
+		target:   u32(unsafe.Offsetof(s.Target)),
+		tgid:     u32(unsafe.Offsetof(s.Tgid)),
+		tid:      u32(unsafe.Offsetof(s.Tid)),
+		conn:     u64(unsafe.Offsetof(s.Conn)),
+		startNs:  u64(unsafe.Offsetof(s.StartNs)),
+		flags:    u32(unsafe.Offsetof(s.Flags)),
+		stackTop: u64(unsafe.Offsetof(s.UserStackTop)),
+		kernel:   ips[:nk],
+		user:     ips[nk:],
 	}, nil
 }
 
@@ -121,6 +123,10 @@ type stackSamples struct {
 
 type resolvedStack struct {
 	frames []int32 // into its target's frames
+	// byTop: the innermost user function had no frame, so the stack is
+	// told apart by the word on top of the user stack too (its caller),
+	// under a key of its own; this entry has no frames.
+	byTop bool
 }
 
 type heldSample struct {
@@ -194,6 +200,10 @@ func (s *stackSamples) count(target uint32, route profile.RouteKey, stack int32,
 }
 
 // stack is the index of d's stack, resolved the first time it is seen.
+// The key is the process and the addresses; where the innermost user
+// function had no frame, the word on top of the user stack too, which
+// names its caller (and is any data elsewhere, which must not split
+// stacks that are alike).
 func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 	kernelMode := d.has(reqprofSampleFlagsSAMPLE_KERNEL_MODE)
 	key := binary.NativeEndian.AppendUint32(s.key[:0], d.tgid)
@@ -210,10 +220,18 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 		key = binary.NativeEndian.AppendUint64(key, ip)
 	}
 	s.key = key
-	if i, ok := s.index[string(key)]; ok {
+	i, known := s.index[string(key)]
+	if known && !s.stacks[i].byTop {
 		return i, true
 	}
-	if len(s.stacks) >= s.maxStacks || s.keyBytes+len(key) > maxStackKeyBytes {
+	if known {
+		key = binary.NativeEndian.AppendUint64(append(key, 't'), d.stackTop)
+		s.key = key
+		if j, ok := s.index[string(key)]; ok {
+			return j, true
+		}
+	}
+	if len(s.stacks) >= s.maxStacks || s.keyBytes+2*len(key) > maxStackKeyBytes {
 		return 0, false
 	}
 	t := s.perTarget[d.target]
@@ -222,8 +240,15 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 	// kernel mode; the user stack's is, in user mode; every other
 	// address is a return address.
 	frames := s.sym.AppendKernel(s.frames[:0], d.kernel, true)
-	frames = s.sym.AppendUser(frames, int(d.tgid), d.user, !kernelMode)
+	frames, byTop := s.sym.AppendUser(frames, int(d.tgid), d.user, !kernelMode, d.stackTop)
 	s.frames = frames
+	if byTop && !known {
+		// The first of its kind: a marker under the addresses' key, the
+		// stack under the key with its top.
+		s.add(key, resolvedStack{byTop: true})
+		key = binary.NativeEndian.AppendUint64(append(key, 't'), d.stackTop)
+		s.key = key
+	}
 	resolved := resolvedStack{frames: make([]int32, len(frames))}
 	for i, f := range frames {
 		resolved.frames[i] = t.frame(f)
@@ -231,11 +256,16 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 	if len(d.kernel) > 0 {
 		t.kernel = true
 	}
+	return s.add(key, resolved), true
+}
+
+// add keeps a resolved stack under key and says its index.
+func (s *stackSamples) add(key []byte, r resolvedStack) int32 {
 	i := int32(len(s.stacks))
-	s.stacks = append(s.stacks, resolved)
+	s.stacks = append(s.stacks, r)
 	s.index[string(key)] = i
 	s.keyBytes += len(key)
-	return i, true
+	return i
 }
 
 func (t *targetSamples) frame(f profile.Frame) int32 {

@@ -61,6 +61,7 @@ func FuzzReadObject(f *testing.F) {
 		obj := readObject(bytes.NewReader(data), nil)
 		obj.function(addr)
 		obj.fileAddress(addr)
+		obj.frameless(addr)
 		if obj.gotab == nil && len(obj.syms) == 0 && obj.why == "" {
 			t.Fatal("an object with no symbols says no why")
 		}

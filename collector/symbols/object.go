@@ -19,10 +19,11 @@ import (
 // its loadable segments (to turn a file offset into an address the file
 // numbers), and its functions, from Go's pclntab or ELF symbol tables.
 type object struct {
-	buildID string
-	loads   []elf.ProgHeader // PT_LOAD segments
-	gotab   *gosym.Table     // a Go binary's functions and lines
-	syms    []elfSymbol      // sorted by address
+	buildID  string
+	loads    []elf.ProgHeader // PT_LOAD segments
+	gotab    *gosym.Table     // a Go binary's functions and lines
+	goFrames *goFrames        // and where they have pushed no frame
+	syms     []elfSymbol      // sorted by address
 	// why says why the object has no symbols, when it has none.
 	why string
 }
@@ -63,8 +64,8 @@ func readObject(f io.ReaderAt, debugFile func(buildID, debuglink string) io.Read
 		}
 	}
 	obj.buildID = buildIDOf(ef)
-	if tab, err := goTable(ef); err == nil {
-		obj.gotab = tab
+	if tab, frames, err := goTable(ef); err == nil {
+		obj.gotab, obj.goFrames = tab, frames
 	}
 	// A Go binary's ELF symbols too: cgo's C code is in no pclntab.
 	obj.syms = elfSymbols(ef)
@@ -219,29 +220,37 @@ func (o *object) function(addr uint64) (name, file string, line int, ok bool) {
 // in a binary whose section headers were stripped too, by its header's
 // magic in the read-only data. The pclntab survives `strip` and
 // `-ldflags=-s`, as the runtime needs it for its own tracebacks.
-func goTable(ef *elf.File) (*gosym.Table, error) {
+func goTable(ef *elf.File) (*gosym.Table, *goFrames, error) {
 	var data []byte
 	if s := ef.Section(".gopclntab"); s != nil && s.Type != elf.SHT_NOBITS && s.Size <= maxObjectBytes {
 		b, err := s.Data()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		data = b
 	} else if data = scanPclntab(ef); data == nil {
-		return nil, errNoSymbols
+		return nil, nil, errNoSymbols
 	}
 	if !pclntabSized(data) {
-		return nil, errNoSymbols
+		return nil, nil, errNoSymbols
 	}
 	textStart := textStartOf(ef, data)
 	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, textStart))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(tab.Funcs) == 0 {
-		return nil, errNoSymbols
+		return nil, nil, errNoSymbols
 	}
-	return tab, nil
+	return tab, newGoFrames(data, textStart), nil
+}
+
+// frameless says the function at addr (the file's numbering) has pushed
+// no frame there, as far as the object says: its return address is on top
+// of the stack.
+func (o *object) frameless(addr uint64) bool {
+	delta, ok := o.goFrames.spDelta(addr)
+	return ok && delta == 0
 }
 
 // pclntabMagics are the versions a Go 1.16+ pclntab starts with. Kept as

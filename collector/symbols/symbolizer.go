@@ -166,12 +166,28 @@ func (s *Symbolizer) readKallsyms() {
 
 // AppendUser appends to dst the frames of process pid's user stack,
 // innermost first; leafExact says ips[0] is the interrupted instruction.
-func (s *Symbolizer) AppendUser(dst []profile.Frame, pid int, ips []uint64, leafExact bool) []profile.Frame {
+// stackTop is the word on top of the user stack (0 when unknown): where
+// the innermost function has pushed no frame, its return address, which
+// the walk of frame pointers that gave ips skipped. It is put back when
+// the binary says so (Go's pclntab) and it points into a function;
+// topUsed says the innermost function had no frame, so that the frames
+// depend on stackTop and not on ips alone.
+func (s *Symbolizer) AppendUser(dst []profile.Frame, pid int, ips []uint64, leafExact bool, stackTop uint64) (frames []profile.Frame, topUsed bool) {
 	p := s.process(pid)
 	for i, ip := range ips {
-		dst = append(dst, s.userFrame(p, ip, lookupAddress(ip, i, leafExact)))
+		f, obj, fileAddr := s.userFrame(p, ip, lookupAddress(ip, i, leafExact))
+		dst = append(dst, f)
+		if i != 0 || obj == nil || !obj.frameless(fileAddr) {
+			continue
+		}
+		topUsed = true
+		if stackTop != 0 && (len(ips) < 2 || ips[1] != stackTop) {
+			if caller, _, _ := s.userFrame(p, stackTop, stackTop-1); caller.Function != "" {
+				dst = append(dst, caller)
+			}
+		}
 	}
-	return dst
+	return dst, topUsed
 }
 
 // Forget drops what is cached of process pid, which has exited: its pid
@@ -239,10 +255,13 @@ func (s *Symbolizer) namespacePID(pid int) int {
 	return pid
 }
 
-func (s *Symbolizer) userFrame(p *process, ip, addr uint64) profile.Frame {
+// userFrame resolves ip of process p, looked up at addr, with the object
+// that holds it and the address the object's file gives it (nil, 0 when
+// none).
+func (s *Symbolizer) userFrame(p *process, ip, addr uint64) (profile.Frame, *object, uint64) {
 	f := profile.Frame{Address: ip}
 	if p.gone {
-		return f
+		return f, nil, 0
 	}
 	m, ok := find(p.maps, addr)
 	if !ok && time.Since(p.mapsRead) >= mapsRefreshInterval {
@@ -256,23 +275,24 @@ func (s *Symbolizer) userFrame(p *process, ip, addr uint64) profile.Frame {
 	case !ok:
 		// No code is mapped there: a frame pointer walk went astray in
 		// code built without them (or the code was unmapped since).
-		return f
+		return f, nil, 0
 	case !m.file() && m.path != "":
 		f.Module = m.path // [vsyscall], [uprobes]: the kernel's
-		return f
+		return f, nil, 0
 	case !m.file():
 		// Anonymous executable memory: a JIT's code, if its perf map
 		// names it.
 		if name, found := s.jitSymbol(p, addr); found {
 			f.Function, f.Module = name, profile.JITModule
 		}
-		return f
+		return f, nil, 0
 	}
 	return s.objectFrame(f, m, s.object(p, m), addr)
 }
 
-// objectFrame fills in f, at addr of mapping m of obj.
-func (s *Symbolizer) objectFrame(f profile.Frame, m mapping, obj *object, addr uint64) profile.Frame {
+// objectFrame fills in f, at addr of mapping m of obj, and says the
+// address obj's file gives it (0 when none).
+func (s *Symbolizer) objectFrame(f profile.Frame, m mapping, obj *object, addr uint64) (profile.Frame, *object, uint64) {
 	ip := f.Address
 	f.Module = m.path
 	f.MappingStart, f.MappingLimit, f.MappingOffset = m.start, m.end, m.offset
@@ -280,13 +300,13 @@ func (s *Symbolizer) objectFrame(f profile.Frame, m mapping, obj *object, addr u
 	off := addr - m.start + m.offset
 	fileAddr, ok := obj.fileAddress(off)
 	if !ok {
-		return f
+		return f, obj, 0
 	}
 	f.ModuleAddress = fileAddr + (ip - addr)
 	if name, file, line, ok := obj.function(fileAddr); ok {
 		f.Function, f.File, f.Line = name, file, line
 	}
-	return f
+	return f, obj, fileAddr
 }
 
 // object is the object m maps, read once per file.
@@ -408,7 +428,7 @@ const maxVDSOBytes = 1 << 16
 // vdsoFrame resolves an address in the vDSO, the kernel's code mapped
 // into every process (clock_gettime without a syscall): it is an ELF
 // image in the process's memory, the same in every process, read once.
-func (s *Symbolizer) vdsoFrame(p *process, m mapping, f profile.Frame, addr uint64) profile.Frame {
+func (s *Symbolizer) vdsoFrame(p *process, m mapping, f profile.Frame, addr uint64) (profile.Frame, *object, uint64) {
 	key := objectKey{path: m.path}
 	obj, ok := s.objects[key]
 	if !ok {

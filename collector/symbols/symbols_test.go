@@ -97,7 +97,7 @@ func copyWithoutSectionHeaders(t *testing.T, from, to string) {
 // mappings.
 func TestUserFramesOfThisProcess(t *testing.T) {
 	s := New(Options{})
-	frames := s.AppendUser(nil, os.Getpid(), []uint64{knownPC(), knownPC() + 1}, true)
+	frames, _ := s.AppendUser(nil, os.Getpid(), []uint64{knownPC(), knownPC() + 1}, true, 0)
 	for i, f := range frames {
 		if f.Function != knownName {
 			t.Errorf("frame %d: %+v, want %s", i, f, knownName)
@@ -158,7 +158,7 @@ func names(frames []profile.Frame) []string {
 func TestCBinaryBySymtab(t *testing.T) {
 	pid, local, exported := cProcess(t, nil, "-g")
 	s := New(Options{})
-	frames := s.AppendUser(nil, pid, []uint64{local + 2, exported + 1}, true)
+	frames, _ := s.AppendUser(nil, pid, []uint64{local + 2, exported + 1}, true, 0)
 	if got := names(frames); got[0] != "local_burn" || got[1] != "exported_burn" {
 		t.Errorf("frames %v, want local_burn, exported_burn", got)
 	}
@@ -177,7 +177,7 @@ func TestStrippedCBinary(t *testing.T) {
 		}
 	}, "-rdynamic")
 	s := New(Options{})
-	frames := s.AppendUser(nil, pid, []uint64{local + 2, exported + 1}, true)
+	frames, _ := s.AppendUser(nil, pid, []uint64{local + 2, exported + 1}, true, 0)
 	got := names(frames)
 	if got[1] != "exported_burn" {
 		t.Errorf("exported frame %q, want exported_burn from .dynsym", got[1])
@@ -195,8 +195,8 @@ func TestNoSymbolsNoted(t *testing.T) {
 		}
 	})
 	s := New(Options{})
-	frames := s.AppendUser(nil, pid, []uint64{local + 2}, true)
-	frames = s.AppendUser(frames, pid, []uint64{local + 3}, true)
+	frames, _ := s.AppendUser(nil, pid, []uint64{local + 2}, true, 0)
+	frames, _ = s.AppendUser(frames, pid, []uint64{local + 3}, true, 0)
 	for _, f := range frames {
 		if f.Function != "" && f.Function != "_init" {
 			// .dynsym of a stripped PIE may still name a neighbour.
@@ -235,7 +235,7 @@ func TestDebugFileByBuildID(t *testing.T) {
 		}
 	}, "-g", "-Wl,--build-id")
 	s := New(Options{DebugDirs: []string{debugDir}})
-	frames := s.AppendUser(nil, pid, []uint64{local + 2}, true)
+	frames, _ := s.AppendUser(nil, pid, []uint64{local + 2}, true, 0)
 	if frames[0].Function != "local_burn" {
 		t.Errorf("frame %+v, want local_burn from the debug file; notes %v", frames[0], s.Notes())
 	}
@@ -250,8 +250,8 @@ func TestExitedProcess(t *testing.T) {
 	}
 	s := New(Options{})
 	pid := cmd.Process.Pid
-	frames := s.AppendUser(nil, pid, []uint64{0x401000, 0x401010}, true)
-	frames = s.AppendUser(frames, pid, []uint64{0x401020}, true)
+	frames, _ := s.AppendUser(nil, pid, []uint64{0x401000, 0x401010}, true, 0)
+	frames, _ = s.AppendUser(frames, pid, []uint64{0x401020}, true, 0)
 	for _, f := range frames {
 		if f.Function != "" || f.Module != "" {
 			t.Errorf("frame %+v of a process that is gone", f)
@@ -283,7 +283,7 @@ func TestPerfMap(t *testing.T) {
 	perfMap := "7f0000001000 100 LazyCompile:*handle app.js:10\n0x7f0000002000 0x80 Interpreter\nbad line\n"
 	proc := fakeProc(t, 4242, "7f0000000000-7f0000010000 rwxp 00000000 00:00 0 \n", &perfMap)
 	s := New(Options{Proc: proc, Kallsyms: filepath.Join(proc, "none")})
-	frames := s.AppendUser(nil, 4242, []uint64{0x7f0000001010, 0x7f0000002041, 0x7f0000003000}, true)
+	frames, _ := s.AppendUser(nil, 4242, []uint64{0x7f0000001010, 0x7f0000002041, 0x7f0000003000}, true, 0)
 	want := []string{"LazyCompile:*handle app.js:10", "Interpreter", "0x7f0000003000"}
 	if got := names(frames); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("frames %q, want %q", got, want)
@@ -301,7 +301,7 @@ func TestMissingPerfMapNotedOnce(t *testing.T) {
 	proc := fakeProc(t, 4243, "7f0000000000-7f0000010000 r-xp 00000000 00:00 0 \n", nil)
 	s := New(Options{Proc: proc})
 	for range 3 {
-		s.AppendUser(nil, 4243, []uint64{0x7f0000001010}, true)
+		_, _ = s.AppendUser(nil, 4243, []uint64{0x7f0000001010}, true, 0)
 	}
 	notes := s.Notes()
 	if len(notes) != 1 || !strings.Contains(notes[0].Text, "/tmp/perf-7.map") {
@@ -319,7 +319,7 @@ func TestExecRereadsMaps(t *testing.T) {
 	os.WriteFile(next, nil, 0o644)
 	os.Symlink(old, filepath.Join(dir, "exe"))
 	s := New(Options{Proc: proc})
-	frames := s.AppendUser(nil, 4244, []uint64{0x400100}, true)
+	frames, _ := s.AppendUser(nil, 4244, []uint64{0x400100}, true, 0)
 	if frames[0].Module != "/old/binary" {
 		t.Fatalf("frame %+v", frames[0])
 	}
@@ -327,7 +327,7 @@ func TestExecRereadsMaps(t *testing.T) {
 	os.Remove(filepath.Join(dir, "exe"))
 	os.Symlink(next, filepath.Join(dir, "exe"))
 	s.procs[4244].mapsRead = s.procs[4244].mapsRead.Add(-exeCheckInterval)
-	frames = s.AppendUser(nil, 4244, []uint64{0x400100}, true)
+	frames, _ = s.AppendUser(nil, 4244, []uint64{0x400100}, true, 0)
 	if frames[0].Module != "/new/binary" {
 		t.Errorf("frame %+v after an exec, want /new/binary", frames[0])
 	}
@@ -342,10 +342,10 @@ func TestExecRereadsMaps(t *testing.T) {
 func TestUnmappedAddress(t *testing.T) {
 	proc := fakeProc(t, 4245, "400000-401000 r-xp 00000000 fe:00 12 /some/binary\n", nil)
 	s := New(Options{Proc: proc})
-	s.AppendUser(nil, 4245, []uint64{0x400100}, true)
+	_, _ = s.AppendUser(nil, 4245, []uint64{0x400100}, true, 0)
 	os.WriteFile(filepath.Join(proc, "4245", "maps"), nil, 0o644)
 	s.procs[4245].mapsRead = s.procs[4245].mapsRead.Add(-mapsRefreshInterval)
-	frames := s.AppendUser(nil, 4245, []uint64{0x500000}, true)
+	frames, _ := s.AppendUser(nil, 4245, []uint64{0x500000}, true, 0)
 	if frames[0].Module != "" || frames[0].Function != "" || len(s.procs[4245].maps) != 0 {
 		t.Errorf("frame %+v, maps %v", frames[0], s.procs[4245].maps)
 	}
@@ -420,7 +420,7 @@ func TestVDSO(t *testing.T) {
 	s := New(Options{})
 	// Where clock_gettime is, by the image itself.
 	p := s.process(os.Getpid())
-	frames := s.AppendUser(nil, os.Getpid(), []uint64{vdso.start + 1}, true)
+	frames, _ := s.AppendUser(nil, os.Getpid(), []uint64{vdso.start + 1}, true, 0)
 	obj := s.objects[objectKey{path: "[vdso]"}]
 	if obj == nil || len(obj.syms) == 0 {
 		t.Fatalf("vDSO read as %+v (frames %+v, notes %v)", obj, frames, s.Notes())
@@ -431,11 +431,74 @@ func TestVDSO(t *testing.T) {
 			at = sym.addr
 		}
 	}
-	frames = s.AppendUser(nil, p.pid, []uint64{vdso.start + at + 2}, true)
+	frames, _ = s.AppendUser(nil, p.pid, []uint64{vdso.start + at + 2}, true, 0)
 	if !strings.Contains(frames[0].Function, "clock_gettime") || frames[0].Module != "[vdso]" {
 		t.Errorf("frame %+v, want clock_gettime in [vdso]", frames[0])
 	}
 	if len(s.Notes()) != 0 {
 		t.Errorf("notes %v", s.Notes())
+	}
+}
+
+// The pcsp tables say where a Go function has pushed no frame: at every
+// function's entry, all through an assembly function without one
+// (runtime.memmove), and not in the body of one with locals.
+func TestGoFrameless(t *testing.T) {
+	obj := readObjectFile(t, self(t))
+	if obj.goFrames == nil {
+		t.Fatal("no pcsp tables read")
+	}
+	memmove := obj.gotab.LookupFunc("runtime.memmove")
+	framed := obj.gotab.LookupFunc("github.com/reqprof/reqprof/collector/symbols.TestGoFrameless")
+	if memmove == nil || framed == nil {
+		t.Fatal("functions not found")
+	}
+	for _, pc := range []uint64{memmove.Entry, memmove.Entry + 20, framed.Entry} {
+		if !obj.frameless(pc) {
+			t.Errorf("%#x (%s) said to have a frame", pc, obj.gotab.PCToFunc(pc).Name)
+		}
+	}
+	inBody := false
+	for pc := framed.Entry; pc < framed.End; pc++ {
+		if delta, ok := obj.goFrames.spDelta(pc); ok && delta > 0 {
+			inBody = true
+			break
+		}
+	}
+	if !inBody {
+		t.Error("no pc of a function with locals has a frame")
+	}
+	if _, ok := obj.goFrames.spDelta(framed.End + 1<<30); ok {
+		t.Error("a pc past the text has a frame size")
+	}
+}
+
+// A frameless innermost function's caller, skipped by the walk of frame
+// pointers, is put back from the word on top of the stack; a function
+// with a frame leaves the stack as walked.
+func TestCallerOfFramelessLeaf(t *testing.T) {
+	obj := readObjectFile(t, self(t))
+	memmove := obj.gotab.LookupFunc("runtime.memmove")
+	framed := obj.gotab.LookupFunc("github.com/reqprof/reqprof/collector/symbols.TestGoFrameless")
+	var inBody uint64
+	for pc := framed.Entry; pc < framed.End && inBody == 0; pc++ {
+		if delta, ok := obj.goFrames.spDelta(pc); ok && delta > 0 {
+			inBody = pc
+		}
+	}
+	s := New(Options{})
+	frames, used := s.AppendUser(nil, os.Getpid(), []uint64{memmove.Entry + 20, inBody + 1}, true, knownPC()+1)
+	want := []string{"runtime.memmove", knownName, "github.com/reqprof/reqprof/collector/symbols.TestGoFrameless"}
+	if got := names(frames); !used || strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("frames %q (top used %v), want %q", got, used, want)
+	}
+	frames, used = s.AppendUser(nil, os.Getpid(), []uint64{inBody, memmove.Entry + 21}, true, knownPC()+1)
+	if len(frames) != 2 || used {
+		t.Errorf("frames %q (top used %v) of a framed leaf, want 2 as walked", names(frames), used)
+	}
+	// A top that points into no function is no return address.
+	frames, _ = s.AppendUser(nil, os.Getpid(), []uint64{memmove.Entry + 20}, true, 0x10)
+	if len(frames) != 1 {
+		t.Errorf("frames %q, want the leaf alone", names(frames))
 	}
 }
