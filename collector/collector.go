@@ -119,7 +119,7 @@ type session struct {
 // start loads and attaches the programs, and measures the syscall entry
 // cost with them enabled and no target registered yet.
 func start(cfg Config, procs []*process) (*session, error) {
-	objs, err := load(cfg.bpfConfig())
+	objs, err := load(cfg.bpfConfig(), cfg.Stacks)
 	if err != nil {
 		return nil, err
 	}

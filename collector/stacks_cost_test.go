@@ -38,7 +38,7 @@ func TestStacksSamplingCost(t *testing.T) {
 	if err != nil || len(cpus) < 2 {
 		t.Skip("needs two CPUs: one to spin on, one for the rest")
 	}
-	objs, err := load(reqprofConfig{})
+	objs, err := load(reqprofConfig{}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
