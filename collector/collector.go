@@ -181,7 +181,15 @@ func (s *session) close() {
 func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) {
 	var stacks *stackSamples
 	if s.stackHz > 0 {
-		stacks = newStackSamples(len(s.procs), s.stackHz, symbols.New(symbols.Options{}))
+		// Symbols are read before the window opens: read at a stack's
+		// first sample, a large binary's would hold up the ring buffer.
+		sym := symbols.New(symbols.Options{})
+		for _, p := range s.procs {
+			for _, pid := range append([]int{p.PID}, p.members...) {
+				sym.Preload(pid)
+			}
+		}
+		stacks = newStackSamples(len(s.procs), s.stackHz, sym)
 	}
 	consumed := make(chan consumeResult, 1)
 	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload, stacks) }()

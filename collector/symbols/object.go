@@ -24,6 +24,10 @@ type object struct {
 	gotab    *gosym.Table     // a Go binary's functions and lines
 	goFrames *goFrames        // and where they have pushed no frame
 	syms     []elfSymbol      // sorted by address
+	// demangled caches C++ names demangled as they are looked up: a
+	// large binary has hundreds of thousands, and demangling them all
+	// would take seconds.
+	demangled map[string]string
 	// why says why the object has no symbols, when it has none.
 	why string
 }
@@ -106,7 +110,7 @@ func hasSection(ef *elf.File, name string) bool {
 }
 
 // elfSymbols are the function symbols of .symtab and .dynsym, sorted by
-// address, C++ names demangled.
+// address.
 func elfSymbols(ef *elf.File) []elfSymbol {
 	var syms []elfSymbol
 	add := func(list []elf.Symbol, err error) {
@@ -117,7 +121,7 @@ func elfSymbols(ef *elf.File) []elfSymbol {
 			if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 || s.Section == elf.SHN_UNDEF {
 				continue
 			}
-			syms = append(syms, elfSymbol{addr: s.Value, size: s.Size, name: demangle.Filter(stripVersion(s.Name))})
+			syms = append(syms, elfSymbol{addr: s.Value, size: s.Size, name: stripVersion(s.Name)})
 		}
 	}
 	if sectionFits(ef, ".symtab") {
@@ -213,7 +217,23 @@ func (o *object) function(addr uint64) (name, file string, line int, ok bool) {
 		}
 	}
 	name, ok = lookupSymbol(o.syms, addr)
+	if ok && strings.HasPrefix(name, "_Z") {
+		name = o.demangle(name)
+	}
 	return name, "", 0, ok
+}
+
+// demangle is a C++ symbol's name as its source spells it.
+func (o *object) demangle(mangled string) string {
+	if name, ok := o.demangled[mangled]; ok {
+		return name
+	}
+	if o.demangled == nil {
+		o.demangled = map[string]string{}
+	}
+	name := demangle.Filter(mangled)
+	o.demangled[mangled] = name
+	return name
 }
 
 // goTable reads a Go binary's pclntab: from its .gopclntab section, or,

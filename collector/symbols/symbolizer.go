@@ -190,6 +190,23 @@ func (s *Symbolizer) AppendUser(dst []profile.Frame, pid int, ips []uint64, leaf
 	return dst, topUsed
 }
 
+// Preload reads, ahead of any sample, the symbols of every file process
+// pid runs code from, and the kernel's: resolving a stack then costs no
+// file read, which a collector reading samples as they come cannot
+// afford while its buffer fills.
+func (s *Symbolizer) Preload(pid int) {
+	if !s.kernelRead {
+		s.kernelRead = true
+		s.readKallsyms()
+	}
+	p := s.process(pid)
+	for _, m := range p.maps {
+		if m.file() {
+			s.object(p, m)
+		}
+	}
+}
+
 // Forget drops what is cached of process pid, which has exited: its pid
 // may be given to another.
 func (s *Symbolizer) Forget(pid int) { delete(s.procs, pid) }

@@ -115,12 +115,19 @@ func TestUserFramesOfThisProcess(t *testing.T) {
 // pid and the addresses of its two functions.
 func cProcess(t *testing.T, post func(bin string), flags ...string) (pid int, local, exported uint64) {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
+	return compiledProcess(t, "cc", "testdata/addr.c", post, flags...)
+}
+
+// compiledProcess builds source with compiler, runs it, and returns its
+// pid and the two addresses it prints.
+func compiledProcess(t *testing.T, compiler, source string, post func(bin string), flags ...string) (pid int, local, exported uint64) {
+	t.Helper()
+	cc, err := exec.LookPath(compiler)
 	if err != nil {
-		t.Skip("no C compiler")
+		t.Skipf("no %s", compiler)
 	}
 	bin := filepath.Join(t.TempDir(), "addr")
-	args := append([]string{"-O2", "-o", bin, "testdata/addr.c"}, flags...)
+	args := append([]string{"-O2", "-o", bin, source}, flags...)
 	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("cc: %v\n%s", err, out)
 	}
@@ -164,6 +171,16 @@ func TestCBinaryBySymtab(t *testing.T) {
 	}
 	if frames[0].BuildID == "" {
 		t.Error("no build id read")
+	}
+}
+
+// C++ names are demangled.
+func TestCPlusPlusNames(t *testing.T) {
+	pid, total, _ := compiledProcess(t, "c++", "testdata/addr.cc", nil)
+	s := New(Options{})
+	frames, _ := s.AppendUser(nil, pid, []uint64{total + 2}, true, 0)
+	if got := frames[0].Function; got != "shop::total(unsigned long)" {
+		t.Errorf("frame %q, want shop::total(unsigned long)", got)
 	}
 }
 
@@ -500,5 +517,24 @@ func TestCallerOfFramelessLeaf(t *testing.T) {
 	frames, _ = s.AppendUser(nil, os.Getpid(), []uint64{memmove.Entry + 20}, true, 0x10)
 	if len(frames) != 1 {
 		t.Errorf("frames %q, want the leaf alone", names(frames))
+	}
+}
+
+// Preload reads every file a process runs code from, and the kernel's
+// symbols, before any sample: a stack then reads no file.
+func TestPreload(t *testing.T) {
+	kallsyms := filepath.Join(t.TempDir(), "kallsyms")
+	os.WriteFile(kallsyms, []byte("ffffffff81000000 T _stext\n"), 0o644)
+	s := New(Options{Kallsyms: kallsyms})
+	s.Preload(os.Getpid())
+	if !s.kernelRead || len(s.kernel) != 1 {
+		t.Errorf("kernel symbols not read: %d", len(s.kernel))
+	}
+	var exe bool
+	for key := range s.objects {
+		exe = exe || key.path == self(t)
+	}
+	if !exe {
+		t.Errorf("objects read %v, want this binary among them", s.objects)
 	}
 }
