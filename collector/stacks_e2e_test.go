@@ -217,3 +217,59 @@ func containsFrame(frames []string, function string) bool {
 	}
 	return false
 }
+
+// TestStacksStrippedBinary profiles the C server stripped of its symbols:
+// its burn functions are addresses in its binary, told apart still, and a
+// note says why, once.
+func TestStacksStrippedBinary(t *testing.T) {
+	requireBPF(t)
+	bin, err := cserver.Build(t.TempDir(), "-s")
+	if errors.Is(err, cserver.ErrNoCompiler) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := calserver.Spawn(exec.Command(bin, "--alpha-us", "1000", "--beta-us", "1000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	w := profileStacks(t, srv, 400)
+	srv.Kill()
+	st := targetOf(t, w.run, srv.PID()).Stacks
+	var noted int
+	for _, n := range st.Notes {
+		if strings.Contains(n, bin) && strings.Contains(n, "no symbols") {
+			noted++
+		}
+	}
+	if noted != 1 {
+		t.Errorf("notes %q, want one saying %s has no symbols", st.Notes, bin)
+	}
+	// The sampled function of most of a route's user samples: one
+	// address of the binary for each route, not the same one.
+	top := map[string]string{}
+	for _, route := range []string{"GET /alpha", "GET /beta"} {
+		counts := map[string]uint64{}
+		for _, s := range st.Samples {
+			if s.Route.Route == route && !s.Kernel {
+				counts[st.Frames[s.Frames[0]].Name()] += s.Count
+			}
+		}
+		var best string
+		for name, n := range counts {
+			if n > counts[best] {
+				best = name
+			}
+		}
+		top[route] = best
+		t.Logf("%s: most sampled in %s (%d of its user samples)", route, best, counts[best])
+		if !strings.HasPrefix(best, "cserver+0x") {
+			t.Errorf("%s: most sampled in %q, want an address in cserver", route, best)
+		}
+	}
+	if top["GET /alpha"] == top["GET /beta"] {
+		t.Errorf("both routes most sampled at %s", top["GET /alpha"])
+	}
+}

@@ -217,6 +217,9 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 		}
 		if t.Stacks != nil {
 			ht.StacksTitle = stacksTitle(t.Stacks)
+			if t.Stacks.Samples == 0 {
+				ht.StacksTitle = noStackSamples
+			}
 			ht.Flames = routeFlames(t.Stacks)
 			var notes bytes.Buffer
 			writeStackNotes(&notes, t.Stacks)

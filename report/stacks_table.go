@@ -28,13 +28,17 @@ func stacksTitle(s *StacksSummary) string {
 		groupDigits(strconv.FormatUint(s.Samples, 10)), s.Hz)
 }
 
+// noStackSamples says a target sampled for its stacks had none: its
+// threads were never on a CPU when its clock ticked.
+const noStackSamples = "stacks: no samples of this target's threads"
+
 // writeStacks writes a target's hot paths, one table per route.
 func writeStacks(b *bytes.Buffer, s *StacksSummary) error {
 	if s == nil {
 		return nil
 	}
 	if s.Samples == 0 {
-		b.WriteString("stacks: no samples of this target's threads\n")
+		b.WriteString(noStackSamples + "\n")
 		writeStackNotes(b, s)
 		return nil
 	}
