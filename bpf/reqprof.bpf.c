@@ -4,9 +4,10 @@
  * request it is serving, in the kernel, and emit one ring-buffer record per
  * finished request.
  *
- * Built on tp_btf tracepoints only (no kprobes, no fentry): they exist on
- * every BTF kernel since 5.5, work where kprobes are locked down, and carry
- * typed arguments.
+ * Built on tp_btf tracepoints (no kprobes, no fentry): they exist on every
+ * BTF kernel since 5.5, work where kprobes are locked down, and carry typed
+ * arguments; and, with --stacks, a perf_event program on each CPU's
+ * software cpu-clock.
  *
  * This file holds the programs only, each a few lines calling into the
  * pieces, one header a concern:
