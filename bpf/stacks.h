@@ -156,8 +156,6 @@ static __always_inline void sample_stacks(struct perf_sample_ctx *ctx)
 										       : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&requests, s, size, wakeup))
 		COUNT(st, lost_stack_samples, 1);
-	else
-		COUNT(st, stack_samples, 1);
 }
 
 #endif /* REQPROF_STACKS_H */

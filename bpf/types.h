@@ -302,7 +302,6 @@ struct target_stats {
 	__u64 children_followed;   /* processes forked by a target and added to it */
 	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
 	__u64 lost_chunks;         /* chunks of inbound bytes lost to a full ring buffer */
-	__u64 stack_samples;       /* stack samples of its threads sent */
 	__u64 lost_stack_samples;  /* stack samples lost to a full ring buffer */
 };
 

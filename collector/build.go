@@ -349,7 +349,6 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.OffcpuNs += s.OffcpuNs
 		sum.Finished += s.Finished
 		sum.LostChunks += s.LostChunks
-		sum.StackSamples += s.StackSamples
 		sum.LostStackSamples += s.LostStackSamples
 	}
 	return sum

@@ -203,7 +203,6 @@ type reqprofTargetStats struct {
 	ChildrenFollowed     uint64
 	Finished             uint64
 	LostChunks           uint64
-	StackSamples         uint64
 	LostStackSamples     uint64
 }
 
