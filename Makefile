@@ -76,6 +76,11 @@ fuzz:
 	$(GO) test ./collector -run XXX -fuzz FuzzParseListeningPorts -fuzztime 30s
 	$(GO) test ./collector/route -run XXX -fuzz FuzzName -fuzztime 30s
 	$(GO) test ./collector/route -run XXX -fuzz FuzzJSONMethod -fuzztime 30s
+	$(GO) test ./collector -run XXX -fuzz FuzzDecodeStackSample -fuzztime 30s
+	$(GO) test ./collector/symbols -run XXX -fuzz FuzzParsePerfMap -fuzztime 30s
+	$(GO) test ./collector/symbols -run XXX -fuzz FuzzParseMapsLine -fuzztime 30s
+	$(GO) test ./collector/symbols -run XXX -fuzz FuzzParseKallsyms -fuzztime 30s
+	$(GO) test ./collector/symbols -run XXX -fuzz FuzzReadObject -fuzztime 30s
 
 # Measures reqprof's overhead and scale on this machine from a real run
 # (root, nginx, wrk; about 6 minutes) and writes docs/BENCHMARKS.md.

@@ -141,12 +141,32 @@ struct bpf_iter__bpf_map_elem {
 	void *value;
 } __attribute__((preserve_access_index));
 
-/* x86-64 syscall arguments: di, si, dx, r10, r8, r9. */
+/* x86-64 syscall arguments: di, si, dx, r10, r8, r9; and the stack
+ * pointer. */
 struct pt_regs {
 	long unsigned int dx;
 	long unsigned int si;
 	long unsigned int di;
 	long unsigned int orig_ax; /* the syscall's number, at its exit too */
+	long unsigned int sp;
 } __attribute__((preserve_access_index));
+
+/* What a perf_event program is given: the registers the sampling
+ * interrupt caught, as the UAPI's struct bpf_perf_event_data lays them out
+ * on x86-64 (struct pt_regs of asm/ptrace.h). Part of the ABI, so a plain
+ * struct, not relocated: the kernel rewrites each access itself, and takes
+ * only whole 8-byte loads. */
+struct sampled_regs {
+	__u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
+};
+
+struct perf_sample_ctx {
+	struct sampled_regs regs;
+	__u64 sample_period;
+	__u64 addr;
+};
+
+/* bpf_get_stack: the user stack rather than the kernel's. */
+#define BPF_F_USER_STACK (1ULL << 8)
 
 #endif

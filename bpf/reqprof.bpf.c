@@ -4,9 +4,10 @@
  * request it is serving, in the kernel, and emit one ring-buffer record per
  * finished request.
  *
- * Built on tp_btf tracepoints only (no kprobes, no fentry): they exist on
- * every BTF kernel since 5.5, work where kprobes are locked down, and carry
- * typed arguments.
+ * Built on tp_btf tracepoints (no kprobes, no fentry): they exist on every
+ * BTF kernel since 5.5, work where kprobes are locked down, and carry typed
+ * arguments; and, with --stacks, a perf_event program on each CPU's
+ * software cpu-clock.
  *
  * This file holds the programs only, each a few lines calling into the
  * pieces, one header a concern:
@@ -19,6 +20,7 @@
  *   sched.h       switches off and onto a CPU, wake-ups, waiting
  *   calibrate.h   the syscall entry cost, measured on a thread of the collector
  *   interrupts.h  softirq and hard-IRQ time carved out of what it interrupted
+ *   stacks.h      stack samples of target threads, with the request each ran for
  *
  * Request model (protocol-agnostic, per TCP connection of a listening port):
  * a request starts with the first read of data after the previous response
@@ -36,6 +38,7 @@
 #include "sched.h"
 #include "calibrate.h"
 #include "interrupts.h"
+#include "stacks.h"
 #include <bpf/bpf_tracing.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -427,6 +430,16 @@ int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, un
 	struct cost *to = pending_of(st);
 	if (to)
 		to->page_faults++;
+	return 0;
+}
+
+/* A CPU's sampling clock ticked (a software cpu-clock perf event, opened
+ * on each CPU only with --stacks): the stacks of the target thread it
+ * caught, if any, with the request it ran for. */
+SEC("perf_event")
+int sample_stack(struct perf_sample_ctx *ctx)
+{
+	sample_stacks(ctx);
 	return 0;
 }
 

@@ -41,6 +41,9 @@ enum limits {
 	UNIX_PATH_MAX = 108,
 	/* The number charged for a syscall entered before the window opened. */
 	SYSCALL_UNKNOWN = 0xfffff,
+	/* Most frames of a stack sample's kernel stack, and of its user
+	 * stack: the kernel's default perf_event_max_stack. */
+	STACK_DEPTH = 127,
 };
 
 #define AF_UNIX 1
@@ -113,6 +116,14 @@ enum record_kind {
 	RECORD_REQUEST = 1, /* struct request_record */
 	RECORD_CHUNK = 2,   /* struct chunk_record: inbound bytes of a connection */
 	RECORD_CLOSED = 3,  /* struct chunk_record with no data: a streamed connection closed */
+	RECORD_STACK = 4,   /* struct stack_sample: a target thread's stacks, sampled on a CPU */
+};
+
+/* stack_sample.flags */
+enum sample_flags {
+	SAMPLE_KERNEL_MODE = 1, /* taken in the kernel: its kernel frames lead, its user frames are the caller's */
+	SAMPLE_IN_REQUEST = 2,  /* conn and start_ns name the request it ran for */
+	SAMPLE_START_UNSEEN = 4, /* that request began before reqprof attached: it will not be reported */
 };
 
 struct syscall_slot {
@@ -168,6 +179,30 @@ struct chunk_record {
 	__u32 len;
 	__u32 pad;
 	__u8 data[CHUNK_BYTES];
+};
+
+/* What a target thread was doing when a CPU's sampling clock ticked
+ * (stacks.h): the request it ran for, if any, and its stacks. Sent only up
+ * to kernel_frames + user_frames addresses. */
+struct stack_sample {
+	__u32 kind; /* RECORD_STACK */
+	__u32 target;
+	__u32 tgid;
+	__u32 tid;
+	__u64 conn;     /* socket cookie of the connection whose request it ran for; 0: none */
+	__u64 start_ns; /* that request's start, which the collector finds it by */
+	__u32 flags;    /* enum sample_flags */
+	__u16 kernel_frames;
+	__u16 user_frames;
+	/* The word on top of the user stack, where a function that has not
+	 * pushed a frame pointer (a leaf without a frame, or one in its
+	 * prologue) keeps its return address, which the walk of frame
+	 * pointers misses: the collector puts it back where the binary says
+	 * the function has no frame (Go's pclntab). 0 when unread. */
+	__u64 user_stack_top;
+	/* Return addresses, innermost first: the kernel frames, then the user
+	 * frames. */
+	__u64 ips[2 * STACK_DEPTH];
 };
 
 /* The open request of one connection, and the tail of its last writer.
@@ -277,6 +312,7 @@ struct target_stats {
 	__u64 children_followed;   /* processes forked by a target and added to it */
 	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
 	__u64 lost_chunks;         /* chunks of inbound bytes lost to a full ring buffer */
+	__u64 lost_stack_samples;  /* stack samples lost to a full ring buffer */
 };
 
 /* Per CPU: which task was last seen here and whether it is a target (lets
@@ -329,6 +365,8 @@ const enum record_flags *unused_record_flags __attribute__((unused));
 const enum record_kind *unused_record_kind __attribute__((unused));
 const struct chunk_record *unused_chunk_record __attribute__((unused));
 const struct unix_path *unused_unix_path __attribute__((unused));
+const struct stack_sample *unused_stack_sample __attribute__((unused));
+const enum sample_flags *unused_sample_flags __attribute__((unused));
 
 volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
@@ -466,6 +504,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct chunk_record);
 } chunk_scratch SEC(".maps");
+
+/* A stack sample being filled: too large for the stack. Its own, not
+ * chunk_scratch: the sampling program interrupts the others. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_sample);
+} stack_scratch SEC(".maps");
 
 /* A zeroed conn_state to create entries from: too large for the stack. */
 struct {

@@ -41,6 +41,10 @@ func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta profil
 		return profile.Run{}, fmt.Errorf("reading open connections: %w", err)
 	}
 	b.addThreads(threads, endNs)
+	if res.stacks != nil {
+		// After addOpenConn: the requests it finishes take their samples.
+		b.stacks = res.stacks.result(stats)
+	}
 	return b.run(meta, startNs, endNs), nil
 }
 
@@ -91,6 +95,8 @@ type runBuilder struct {
 	// threadName is the name of thread tid of process tgid at the window's
 	// end, and false once it is gone; buildRun reads it from /proc.
 	threadName func(tgid, tid uint32) (string, bool)
+	// stacks are each target's stack samples, with Config.Stacks.
+	stacks []*profile.Stacks
 }
 
 // newRunBuilder starts from the targets' counters, summed over CPUs, and
@@ -238,6 +244,9 @@ func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
 			t.PerBurst = b.res.perBurst[i]
 		}
 		t.Notifications = b.res.messages[i]
+		if b.stacks != nil {
+			t.Stacks = b.stacks[i]
+		}
 		t.Finished = p.finished.totals
 		t.KernelBreakdown = p.kernel.breakdown()
 		t.RouteTotals = p.finished.byRoute
@@ -342,6 +351,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.OffcpuNs += s.OffcpuNs
 		sum.Finished += s.Finished
 		sum.LostChunks += s.LostChunks
+		sum.LostStackSamples += s.LostStackSamples
 	}
 	return sum
 }

@@ -5,6 +5,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
+	"github.com/reqprof/reqprof/collector/symbols"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -42,6 +44,11 @@ type Config struct {
 	CaptureBytes int
 	// NoPayload captures nothing: requests are named by port only.
 	NoPayload bool
+	// Stacks samples the targets' threads' stacks on each CPU, StackHz
+	// times a second (DefaultStackHz when 0), each sample with the request
+	// it ran for: profile.Target.Stacks.
+	Stacks  bool
+	StackHz int
 	// FollowChildren adds each target's child processes, present and
 	// future, to it: a pre-fork server (nginx, gunicorn, PHP-FPM) is
 	// profiled through its master.
@@ -128,6 +135,8 @@ type session struct {
 	procs    []*process
 	reader   *ringbuf.Reader
 	links    []link.Link
+	sampler  *sampler // with Config.Stacks
+	stackHz  int
 	overhead *overheadMeter
 	// others is the most other reqprof instances seen loaded while the
 	// window was open.
@@ -137,11 +146,14 @@ type session struct {
 // start loads and attaches the programs, and measures the syscall entry
 // cost with them enabled and no target registered yet.
 func start(cfg Config, procs []*process) (*session, error) {
-	objs, err := load(cfg.bpfConfig())
+	objs, err := load(cfg.bpfConfig(), cfg.Stacks)
 	if err != nil {
 		return nil, err
 	}
 	s := &session{objs: objs, procs: procs}
+	if cfg.Stacks {
+		s.stackHz = cmp.Or(cfg.StackHz, DefaultStackHz)
+	}
 	if err := s.attach(); err != nil {
 		s.close()
 		return nil, err
@@ -161,11 +173,23 @@ func (s *session) attach() error {
 		return err
 	}
 	s.overhead = newOverheadMeter(s.objs, len(s.procs))
+	if s.stackHz > 0 {
+		if s.stackHz > MaxStackHz {
+			return fmt.Errorf("stack sampling at %d Hz, at most %d", s.stackHz, MaxStackHz)
+		}
+		if s.sampler, err = openSampler(s.objs.SampleStack, s.stackHz); err != nil {
+			return err
+		}
+		s.overhead.progs = append(s.overhead.progs, s.objs.SampleStack)
+	}
 	return enableAndCalibrate(s.objs, s.overhead)
 }
 
-// detach detaches every program: no event is charged after it.
+// detach detaches every program: no event is charged, and no stack
+// sampled, after it.
 func (s *session) detach() {
+	s.sampler.close()
+	s.sampler = nil
 	for _, l := range s.links {
 		l.Close()
 	}
@@ -182,8 +206,20 @@ func (s *session) close() {
 
 // profile opens the window, waits for its end, and reads what it measured.
 func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) {
+	var stacks *stackSamples
+	if s.stackHz > 0 {
+		// Symbols are read before the window opens: read at a stack's
+		// first sample, a large binary's would hold up the ring buffer.
+		sym := symbols.New(symbols.Options{})
+		for _, p := range s.procs {
+			for _, pid := range append([]int{p.PID}, p.members...) {
+				sym.Preload(pid)
+			}
+		}
+		stacks = newStackSamples(len(s.procs), s.stackHz, sym)
+	}
 	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload) }()
+	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload, stacks) }()
 
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
@@ -729,7 +765,10 @@ type consumeResult struct {
 	// by port, as asked.
 	noPayload bool
 	malformed uint64
-	err       error
+	// stacks are the stack samples, with Config.Stacks; nil without.
+	stacks *stackSamples
+	routes []profile.RouteKey // reused
+	err    error
 }
 
 // consume reads finished requests until the reader is flushed. Its memory
@@ -737,9 +776,10 @@ type consumeResult struct {
 // reuses one record buffer and interns a bounded number of route names.
 // Once the samples are full, decoding allocates only for a route name not
 // seen before.
-func consume(reader *ringbuf.Reader, targets int, noPayload bool) consumeResult {
+func consume(reader *ringbuf.Reader, targets int, noPayload bool, stacks *stackSamples) consumeResult {
 	res := newConsumeResult(targets)
 	res.noPayload = noPayload
+	res.stacks = stacks
 	var rec ringbuf.Record
 	// The programs wake the reader only when the buffer fills up, to spare
 	// the servers an interrupt per request: it polls meanwhile. A deadline
@@ -790,6 +830,13 @@ func (res *consumeResult) decode(b []byte) {
 		} else if res.bursts.chunk(c.conn, c.offset, c.data) {
 			res.droppedChunks++
 		}
+	case uint32(reqprofRecordKindRECORD_STACK):
+		d, err := decodeStackSample(b)
+		if err != nil || res.stacks == nil {
+			res.malformed++
+			return
+		}
+		res.stacks.sample(&d)
 	default:
 		res.malformed++
 	}
@@ -822,12 +869,14 @@ func (res *consumeResult) add(d decodedRecord) {
 	if res.noPayload {
 		d.request.Route = res.names.name(nil, d.localPort)
 		res.finished[d.target].add(d.request)
+		res.stacksFinished(&d, false, d.request.Route)
 		return
 	}
 	s := res.bursts.burst(&d)
 	f := res.bursts.conns[d.request.Conn]
 	r := d.request
-	if f != nil && f.carrying {
+	carried := f != nil && f.carrying
+	if carried {
 		r = merge(r, f.carry)
 		f.carry, f.carrying = profile.Request{}, false
 	}
@@ -839,11 +888,13 @@ func (res *consumeResult) add(d decodedRecord) {
 		r.Protocol = s.protocol.String()
 		res.finished[d.target].add(r)
 		res.countPerBurst(d.target, s.fallback)
+		res.stacksFinished(&d, carried, r.Route)
 	case s.carried:
 		if f == nil {
 			f = res.bursts.follow(d.request.Conn)
 		}
 		f.carry, f.carrying, f.target = r, true, d.target
+		// Its samples stay held, for the burst that completes a request.
 	default:
 		for i, found := range s.requests {
 			one := share(r, len(s.requests), i == 0)
@@ -854,7 +905,24 @@ func (res *consumeResult) add(d decodedRecord) {
 			one.Protocol = found.Protocol.String()
 			res.finished[d.target].add(one)
 		}
+		if res.stacks != nil {
+			res.routes = res.routes[:0]
+			for _, found := range s.requests {
+				res.routes = append(res.routes, profile.RouteKey{Route: found.Name, Port: d.localPort})
+			}
+			res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
+		}
 	}
+}
+
+// stacksFinished gives the samples held for d's request to its route,
+// with those of the bursts it carries when carried.
+func (res *consumeResult) stacksFinished(d *decodedRecord, carried bool, route string) {
+	if res.stacks == nil {
+		return
+	}
+	res.routes = append(res.routes[:0], profile.RouteKey{Route: route, Port: d.localPort})
+	res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
 }
 
 // maxPerBurstReasons bounds the distinct reasons kept per target: they

@@ -111,6 +111,12 @@ func measure(t *testing.T, pids []int, load func()) window {
 // measureWith is measure, following the targets' children when asked.
 func measureWith(t *testing.T, pids []int, followChildren bool, load func()) window {
 	t.Helper()
+	return measureConfig(t, pids, func(cfg *collector.Config) { cfg.FollowChildren = followChildren }, load)
+}
+
+// measureConfig is measure with a Config set as configure says.
+func measureConfig(t *testing.T, pids []int, configure func(*collector.Config), load func()) window {
+	t.Helper()
 	requireBPF(t)
 	var targets []collector.Target
 	for _, pid := range pids {
@@ -124,13 +130,14 @@ func measureWith(t *testing.T, pids []int, followChildren bool, load func()) win
 		err error
 	}
 	done := make(chan outcome, 1)
+	cfg := collector.Config{
+		Targets:    targets,
+		Duration:   time.Minute, // a bound; the test closes the window earlier
+		OnAttached: func(line string) { attached <- line },
+	}
+	configure(&cfg)
 	go func() {
-		run, err := collector.Run(ctx, collector.Config{
-			Targets:        targets,
-			Duration:       time.Minute, // a bound; the test closes the window earlier
-			FollowChildren: followChildren,
-			OnAttached:     func(line string) { attached <- line },
-		})
+		run, err := collector.Run(ctx, cfg)
 		done <- outcome{run, err}
 	}()
 	var w window

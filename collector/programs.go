@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -94,8 +95,10 @@ type loadedHook struct {
 	prog *ebpf.Program // owned by reqprofObjects
 }
 
-// load loads reqprof's BPF objects with what is fixed before load.
-func load(cfg reqprofConfig) (*bpfObjects, error) {
+// load loads reqprof's BPF objects with what is fixed before load. Without
+// stacks, the stack sampling program is loaded empty: nothing of it can
+// keep a kernel that would refuse it from running the rest.
+func load(cfg reqprofConfig, stacks bool) (*bpfObjects, error) {
 	if cfg.CaptureBytes > uint32(MaxCaptureBytes) {
 		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", cfg.CaptureBytes, MaxCaptureBytes)
 	}
@@ -110,6 +113,9 @@ func load(cfg reqprofConfig) (*bpfObjects, error) {
 	}
 	if err := specs.Cfg.Set(cfg); err != nil {
 		return nil, fmt.Errorf("configuring the BPF programs: %w", err)
+	}
+	if !stacks {
+		specs.SampleStack.Instructions = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {

@@ -118,6 +118,7 @@ const (
 	reqprofLimitsWAKEUP_BYTES         reqprofLimits = 2097152
 	reqprofLimitsUNIX_PATH_MAX        reqprofLimits = 108
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
+	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
 )
 
 type reqprofRecordFlags uint32
@@ -135,6 +136,7 @@ const (
 	reqprofRecordKindRECORD_REQUEST reqprofRecordKind = 1
 	reqprofRecordKindRECORD_CHUNK   reqprofRecordKind = 2
 	reqprofRecordKindRECORD_CLOSED  reqprofRecordKind = 3
+	reqprofRecordKindRECORD_STACK   reqprofRecordKind = 4
 )
 
 type reqprofRequestRecord struct {
@@ -155,6 +157,29 @@ type reqprofRequestRecord struct {
 	LocalPort    uint16
 	PayloadLen   uint16
 	Payload      [1024]uint8
+}
+
+type reqprofSampleFlags uint32
+
+const (
+	reqprofSampleFlagsSAMPLE_KERNEL_MODE  reqprofSampleFlags = 1
+	reqprofSampleFlagsSAMPLE_IN_REQUEST   reqprofSampleFlags = 2
+	reqprofSampleFlagsSAMPLE_START_UNSEEN reqprofSampleFlags = 4
+)
+
+type reqprofStackSample struct {
+	_            structs.HostLayout
+	Kind         uint32
+	Target       uint32
+	Tgid         uint32
+	Tid          uint32
+	Conn         uint64
+	StartNs      uint64
+	Flags        uint32
+	KernelFrames uint16
+	UserFrames   uint16
+	UserStackTop uint64
+	Ips          [254]uint64
 }
 
 type reqprofStdioKey struct {
@@ -187,6 +212,7 @@ type reqprofTargetStats struct {
 	ChildrenFollowed     uint64
 	Finished             uint64
 	LostChunks           uint64
+	LostStackSamples     uint64
 }
 
 type reqprofThreadState struct {
@@ -259,6 +285,7 @@ const (
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapRequests             = "requests"
+	reqprofMapStackScratch         = "stack_scratch"
 	reqprofMapStats                = "stats"
 	reqprofMapStdioFds             = "stdio_fds"
 	reqprofMapTargets              = "targets"
@@ -282,6 +309,7 @@ const (
 	reqprofProgOnSoftirqExit       = "on_softirq_exit"
 	reqprofProgOnSysEnter          = "on_sys_enter"
 	reqprofProgOnSysExit           = "on_sys_exit"
+	reqprofProgSampleStack         = "sample_stack"
 	reqprofProgSettleConns         = "settle_conns"
 	reqprofProgSettleThreads       = "settle_threads"
 	reqprofVarCalibrationCookie    = "calibration_cookie"
@@ -299,6 +327,8 @@ const (
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
 	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
+	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
+	reqprofVarUnusedStackSample    = "unused_stack_sample"
 	reqprofVarUnusedUnixPath       = "unused_unix_path"
 )
 
@@ -361,6 +391,7 @@ type reqprofProgramSpecs struct {
 	OnSoftirqExit      *ebpf.ProgramSpec `ebpf:"on_softirq_exit"`
 	OnSysEnter         *ebpf.ProgramSpec `ebpf:"on_sys_enter"`
 	OnSysExit          *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
+	SampleStack        *ebpf.ProgramSpec `ebpf:"sample_stack"`
 	SettleConns        *ebpf.ProgramSpec `ebpf:"settle_conns"`
 	SettleThreads      *ebpf.ProgramSpec `ebpf:"settle_threads"`
 }
@@ -378,6 +409,7 @@ type reqprofMapSpecs struct {
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
+	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	StdioFds        *ebpf.MapSpec `ebpf:"stdio_fds"`
 	Targets         *ebpf.MapSpec `ebpf:"targets"`
@@ -405,6 +437,8 @@ type reqprofVariableSpecs struct {
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
+	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
+	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
 }
 
@@ -437,6 +471,7 @@ type reqprofMaps struct {
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	Requests        *ebpf.Map `ebpf:"requests"`
+	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	StdioFds        *ebpf.Map `ebpf:"stdio_fds"`
 	Targets         *ebpf.Map `ebpf:"targets"`
@@ -456,6 +491,7 @@ func (m *reqprofMaps) Close() error {
 		m.ListenPorts,
 		m.ListenUnix,
 		m.Requests,
+		m.StackScratch,
 		m.Stats,
 		m.StdioFds,
 		m.Targets,
@@ -484,6 +520,8 @@ type reqprofVariables struct {
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
+	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
+	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
 }
 
@@ -508,6 +546,7 @@ type reqprofPrograms struct {
 	OnSoftirqExit      *ebpf.Program `ebpf:"on_softirq_exit"`
 	OnSysEnter         *ebpf.Program `ebpf:"on_sys_enter"`
 	OnSysExit          *ebpf.Program `ebpf:"on_sys_exit"`
+	SampleStack        *ebpf.Program `ebpf:"sample_stack"`
 	SettleConns        *ebpf.Program `ebpf:"settle_conns"`
 	SettleThreads      *ebpf.Program `ebpf:"settle_threads"`
 }
@@ -531,6 +570,7 @@ func (p *reqprofPrograms) Close() error {
 		p.OnSoftirqExit,
 		p.OnSysEnter,
 		p.OnSysExit,
+		p.SampleStack,
 		p.SettleConns,
 		p.SettleThreads,
 	)

@@ -145,6 +145,8 @@ type Target struct {
 	// goroutines ("followed") or, and why not, only its threads; empty
 	// for any other process.
 	Goroutines string
+	// Stacks are its threads' stack samples, with --stacks; nil without.
+	Stacks *Stacks
 }
 
 // AttributedNs is CPU charged to any request, finished or not.

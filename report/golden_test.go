@@ -238,6 +238,8 @@ func goldenCases() []goldenCase {
 		{name: "one_target_no_routes", run: oneTargetRun(), summarize: SummarizeOptions{GroupBy: GroupByNone}},
 		{name: "two_targets_partial", run: twoTargetsPartialRun()},
 		{name: "sampled", run: sampledRun()},
+		{name: "stacks", run: stacksRun()},
+		{name: "stacks_by_port", run: stacksRun(), summarize: SummarizeOptions{GroupBy: GroupByPort}},
 		{name: "zero_requests", run: profile.Run{
 			Duration: 5 * time.Second,
 			Targets: []profile.Target{{

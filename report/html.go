@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/reqprof/reqprof/profile"
 )
@@ -92,6 +93,9 @@ type htmlPage struct {
 	// several targets; else the target has its own.
 	Distributions *htmlFigure
 	Targets       []htmlTarget
+	// Differentials are flame graphs of targets' stack samples against
+	// the first target's.
+	Differentials []htmlFlame
 	Overhead      string
 	Spread        *htmlTable
 }
@@ -146,6 +150,11 @@ type htmlTarget struct {
 	Waits                string
 	Histogram            *htmlFigure
 	NoHistogram          string // why there is none
+	// Stacks: what the stack samples rest on, a flame graph per route,
+	// and notes on frames left as addresses.
+	StacksTitle string
+	Flames      []htmlFlame
+	StackNotes  []string
 }
 
 // Sizes of the charts, in CSS pixels.
@@ -206,6 +215,19 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 		if header, rows := sourceCells(t); rows != nil {
 			ht.Sources = &htmlTable{Title: sourcesTitle, Header: header, Rows: rows}
 		}
+		if t.Stacks != nil {
+			ht.StacksTitle = stacksTitle(t.Stacks)
+			if t.Stacks.Samples == 0 {
+				ht.StacksTitle = noStackSamples
+			}
+			ht.Flames = routeFlames(t.Stacks)
+			var notes bytes.Buffer
+			writeStackNotes(&notes, t.Stacks)
+			ht.StackNotes = strings.Split(strings.TrimSpace(notes.String()), "\n")
+			if notes.Len() == 0 {
+				ht.StackNotes = nil
+			}
+		}
 		switch {
 		case t.CPUHistogram != nil && overlaid:
 			series = append(series, histSeries{Name: describe(t), Color: seriesColors[len(series)%len(seriesColors)], Hist: *t.CPUHistogram})
@@ -227,6 +249,7 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 		figure.Notes = undrawn
 		page.Distributions = &figure
 	}
+	page.Differentials = differentialFlames(s.Targets, names)
 	if s.Overhead != nil {
 		page.Overhead = overheadText(s.Overhead)
 	}
@@ -340,6 +363,8 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 svg text.tick { fill: #555; }
 svg line.axis, svg line.tick { stroke: #555; }
 svg line.grid { stroke: #e4e4e4; }
+svg.flame text.frame { font-size: 11px; fill: #111; pointer-events: none; }
+svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 .legend span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 12px; vertical-align: middle; }
 </style>
 </head>
@@ -373,7 +398,21 @@ svg line.grid { stroke: #e4e4e4; }
 {{end}}{{with .Histogram}}<h4 class="chart-title">{{.Title}}</h4>
 {{template "figure" .}}
 {{else}}{{with .NoHistogram}}<p>{{.}}</p>
-{{end}}{{end}}</section>
+{{end}}{{end}}{{with .StacksTitle}}<h4 class="stacks-title">{{.}}</h4>
+{{end}}{{range .Flames}}<section class="flame">
+<h4 class="chart-title">{{.Title}}</h4>
+{{template "chart" .Chart}}
+{{with .Note}}<p class="note">{{.}}</p>
+{{end}}{{with .Table}}{{template "table" .}}
+{{end}}</section>
+{{end}}{{range .StackNotes}}<p class="note">{{.}}</p>
+{{end}}</section>
+{{end}}
+{{range .Differentials}}<section class="differential">
+<h2 class="chart-title">Differential flame graph</h2>
+<p>{{.Title}}</p>
+{{template "chart" .Chart}}
+</section>
 {{end}}
 {{with .Overhead}}<h2>reqprof's own cost</h2>
 <p class="overhead">{{.}}</p>

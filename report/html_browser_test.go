@@ -215,3 +215,58 @@ func parseHex(t *testing.T, hex string) color.RGBA {
 	}
 	return color.RGBA{uint8(v >> 16), uint8(v >> 8), uint8(v), 255}
 }
+
+// TestFlameGraphsInChromium has a real browser lay out and paint the page
+// of two targets with stack samples: every flame graph box built must be
+// in its DOM, the route at each graph's root painted, and the
+// differential graph painted in the colours of shares that grew and fell.
+func TestFlameGraphsInChromium(t *testing.T) {
+	chromium := chromiumPath(t)
+	s := stacksComparison()
+	url := writePage(t, s)
+	page, err := newHTMLPage(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boxes int
+	for _, target := range page.Targets {
+		for _, f := range target.Flames {
+			boxes += len(f.Chart.Bars)
+		}
+	}
+	for _, f := range page.Differentials {
+		boxes += len(f.Chart.Bars)
+	}
+
+	dom := string(runChromium(t, chromium, "--dump-dom", url))
+	if got := len(framePattern.FindAllString(dom, -1)); got != boxes {
+		t.Errorf("browser built %d flame graph boxes, want %d", got, boxes)
+	}
+	for _, label := range []string{
+		`<h2 class="chart-title">Differential flame graph</h2>`,
+		`<svg xmlns="http://www.w3.org/2000/svg" class="flame"`,
+		">json.Marshal</text>", // a label inside its box
+	} {
+		if !strings.Contains(dom, label) {
+			t.Errorf("browser built no %q", label)
+		}
+	}
+
+	shot := filepath.Join(t.TempDir(), "page.png")
+	runChromium(t, chromium, "--screenshot="+shot, "--window-size=1000,6000", "--hide-scrollbars",
+		"--force-device-scale-factor=1", url)
+	counts := countColors(decodePNG(t, shot))
+	// A root is 760 px wide and 15 high: 8 graphs' roots, less labels.
+	for name, want := range map[string]struct {
+		hex string
+		min int
+	}{
+		"route at the root": {flameRootColor, 8 * 9_000},
+		"grew most":         {flameGrew[len(flameGrew)-1], 5_000},
+		"fell":              {"#9ecae1", 1_000},
+	} {
+		if n := counts[parseHex(t, want.hex)]; n < want.min {
+			t.Errorf("%d pixels of the %s colour %s, want at least %d", n, name, want.hex, want.min)
+		}
+	}
+}

@@ -150,6 +150,10 @@ type TargetSummary struct {
 	ExecdAfterS float64 `json:"execd_after_s,omitempty"`
 	Goroutines  string  `json:"goroutines,omitempty"`
 
+	// Stacks say where its CPU went inside its requests, from stack
+	// samples; absent unless they were taken (--stacks).
+	Stacks *StacksSummary `json:"stacks,omitempty"`
+
 	// Partial is true when the figures are known to be incomplete; Warnings
 	// says why. Warnings is never null in JSON, so readers need no null case.
 	Partial  bool     `json:"partial"`
@@ -349,6 +353,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		ts.BytesInPerRequest = perRequest(totals.BytesIn)
 		ts.BytesOutPerRequest = perRequest(totals.BytesOut)
 	}
+	ts.Stacks = summarizeStacks(t.Stacks, ts.Routes, totals, opts.GroupBy)
 	if window > 0 {
 		ts.RequestsPerS = roundTenth(float64(n) / window.Seconds())
 	}

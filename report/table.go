@@ -65,6 +65,9 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	} else if err := writeRequestFigures(b, t, s.SyscallEntryNs, opts); err != nil {
 		return err
 	}
+	if err := writeStacks(b, t.Stacks); err != nil {
+		return err
+	}
 
 	b.WriteString(cpuSeenLine(t) + "\n")
 	if header, rows := sourceCells(t); rows != nil {

@@ -137,6 +137,11 @@ func (b *bench) runAll() error {
 			return err
 		}
 		err = b.addOverhead(srv, nil, "")
+		if err == nil && burn > 0 {
+			// Stack sampling, on a server whose requests are long enough
+			// to be sampled.
+			err = b.addOverhead(srv, []string{"--stacks"}, "")
+		}
 		srv.stop()
 		if err != nil {
 			return err

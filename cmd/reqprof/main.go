@@ -152,6 +152,10 @@ type outputFlags struct {
 	allSyscalls  bool
 	captureBytes int
 	noPayload    bool
+	stacks       bool
+	stackHz      int
+	pprofPath    string
+	foldedPath   string
 }
 
 // register defines the flags on c; duration says what --duration 0 does.
@@ -166,6 +170,10 @@ func (o *outputFlags) register(c *command, duration string) {
 	c.IntVar(&o.captureBytes, "capture-bytes", collector.MaxCaptureBytes,
 		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
 	c.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
+	c.BoolVar(&o.stacks, "stacks", false, "also sample the targets' on-CPU stacks, user and kernel, each sample with its request's route: where inside a request its CPU goes")
+	c.IntVar(&o.stackHz, "stack-hz", collector.DefaultStackHz, fmt.Sprintf("`HZ` stack samples a second on each CPU, 1 to %d (with --stacks)", collector.MaxStackHz))
+	c.StringVar(&o.pprofPath, "pprof", "", "`FILE` write the stack samples as a pprof profile, labelled by target, route and mode (implies --stacks)")
+	c.StringVar(&o.foldedPath, "folded", "", "`FILE` write the stack samples as folded stacks, the route as the root frame, for flame graph tools (implies --stacks)")
 }
 
 func (o *outputFlags) validate() error {
@@ -178,10 +186,21 @@ func (o *outputFlags) validate() error {
 	if _, err := report.ParseGroupBy(o.groupBy); err != nil {
 		return inputError{err}
 	}
-	if err := checkOutput("--json", o.jsonPath); err != nil {
-		return err
+	if o.stackHz < 1 || o.stackHz > collector.MaxStackHz {
+		return badInput("--stack-hz %d: want 1 to %d", o.stackHz, collector.MaxStackHz)
 	}
-	return checkOutput("--html", o.htmlPath)
+	if o.pprofPath == "-" || o.foldedPath == "-" {
+		return badInput("--pprof and --folded write to a file, not to stdout")
+	}
+	if o.pprofPath != "" || o.foldedPath != "" {
+		o.stacks = true
+	}
+	for _, f := range []struct{ flag, path string }{{"--json", o.jsonPath}, {"--html", o.htmlPath}, {"--pprof", o.pprofPath}, {"--folded", o.foldedPath}} {
+		if err := checkOutput(f.flag, f.path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkOutput fails when the file flag names could not be created in its
@@ -203,6 +222,8 @@ func (o *outputFlags) config(targets []collector.Target) collector.Config {
 		Duration:     o.duration,
 		CaptureBytes: o.captureBytes,
 		NoPayload:    o.noPayload,
+		Stacks:       o.stacks,
+		StackHz:      o.stackHz,
 	}
 }
 
@@ -352,6 +373,16 @@ func writeReport(runs []profile.Run, out outputFlags, withFloor bool, stdout io.
 	}
 	if out.htmlPath != "" {
 		if err := writeFile(out.htmlPath, func(w io.Writer) error { return report.WriteHTML(w, summary) }); err != nil {
+			return err
+		}
+	}
+	if out.pprofPath != "" {
+		if err := writeFile(out.pprofPath, func(w io.Writer) error { return report.WritePprof(w, runs, groupBy) }); err != nil {
+			return err
+		}
+	}
+	if out.foldedPath != "" {
+		if err := writeFile(out.foldedPath, func(w io.Writer) error { return report.WriteFolded(w, runs, groupBy) }); err != nil {
 			return err
 		}
 	}

@@ -84,6 +84,11 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"attach", "--pid", "1", "--duration", "-1s"}, true, "reqprof: --duration -1s: want 0 or more"},
 		{[]string{"attach", "--pid", "1", "--repeat", "2"}, true, "reqprof: --repeat needs --duration for each window"},
 		{[]string{"attach", "--pid", "1", "--capture-bytes", "0"}, true, "reqprof: --capture-bytes 0: want 1 to 512"},
+		{[]string{"attach", "--pid", "1", "--stacks", "--stack-hz", "0"}, true, "reqprof: --stack-hz 0: want 1 to 10000"},
+		{[]string{"attach", "--pid", "1", "--stack-hz", "20000"}, true, "reqprof: --stack-hz 20000: want 1 to 10000"},
+		{[]string{"attach", "--pid", "1", "--pprof", "-"}, true, "reqprof: --pprof and --folded write to a file, not to stdout"},
+		{[]string{"attach", "--pid", "1", "--folded", "/nonexistent/run.folded"}, true, "reqprof: --folded /nonexistent/run.folded: no directory /nonexistent to write it in"},
+		{[]string{"compare", "--pprof", "x", "testdata/a.json"}, true, "reqprof: unknown flag --pprof (reqprof compare --help lists them)"},
 		{[]string{"attach", "--pid", "1073741824"}, true, "reqprof: no process with pid 1073741824"},
 		{[]string{"attach", "--cgroup", "/nonexistent"}, true, "reqprof: cgroup /nonexistent: open /nonexistent/cgroup.procs: no such file or directory"},
 		{[]string{"attach", "--pid", "1", "--json", "/nonexistent/run.json"}, true, "reqprof: --json /nonexistent/run.json: no directory /nonexistent to write it in"},
@@ -345,5 +350,32 @@ func TestCount(t *testing.T) {
 		if got := count(n, "request", "requests"); got != want {
 			t.Errorf("count(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// --pprof and --folded sample stacks without --stacks, at --stack-hz.
+func TestStackOutputsImplyStacks(t *testing.T) {
+	for _, args := range [][]string{{"--pprof", "run.pprof"}, {"--folded", "run.folded"}, {"--stacks"}} {
+		c := newCommand("attach", "", "")
+		var out outputFlags
+		out.register(c, "")
+		if err := c.parse(append(args, "--stack-hz", "499"), &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := out.validate(); err != nil {
+			t.Fatal(err)
+		}
+		if cfg := out.config(nil); !cfg.Stacks || cfg.StackHz != 499 {
+			t.Errorf("%q: stacks %v at %d Hz, want on at 499", args, cfg.Stacks, cfg.StackHz)
+		}
+	}
+	var out outputFlags
+	c := newCommand("attach", "", "")
+	out.register(c, "")
+	if err := c.parse(nil, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if out.validate(); out.config(nil).Stacks {
+		t.Error("stacks on by default")
 	}
 }

@@ -48,16 +48,20 @@ type Stats struct {
 
 type route struct {
 	iterations uint64
-	requests   atomic.Uint64
-	mu         sync.Mutex
-	burns      []int64 // ns, each burn measured on one thread
+	// spin burns the route's CPU: calserver's, or one of the functions
+	// of its own that --burn-in names, so that a profile can tell routes
+	// apart by function.
+	spin     func(uint64)
+	requests atomic.Uint64
+	mu       sync.Mutex
+	burns    []int64 // ns, each burn measured on one thread
 }
 
 // burn burns CPU and measures it by the thread's clock when it stayed on
 // one thread.
 func (rt *route) burn(iterations uint64) {
 	tid, start := unix.Gettid(), threadCPU()
-	calserver.Burn(iterations)
+	rt.spin(iterations)
 	if end := threadCPU(); unix.Gettid() == tid {
 		rt.mu.Lock()
 		rt.burns = append(rt.burns, int64(end-start))
@@ -84,6 +88,45 @@ func uncontaminatedMean(burns []int64) float64 {
 	return float64(sum) / float64(n)
 }
 
+// burnFunctions are what --burn-in names: loops of their own, the same
+// work as calserver.Burn's, which a stack profile names apart.
+var burnFunctions = map[string]func(uint64){"alpha": BurnAlpha, "beta": BurnBeta}
+
+// BurnAlpha burns as calserver.Burn does, in a function of its own.
+//
+//go:noinline
+func BurnAlpha(iterations uint64) { burnSink.Store(spinAlpha(iterations, burnSink.Load()|1)) }
+
+// BurnBeta burns as calserver.Burn does, in another function of its own.
+//
+//go:noinline
+func BurnBeta(iterations uint64) { burnSink.Store(spinBeta(iterations, burnSink.Load()|1)) }
+
+var burnSink atomic.Uint64
+
+// spinAlpha and spinBeta are calserver's xorshift loop, each its own copy:
+// the same cost a round, so calserver's calibration holds for them.
+//
+//go:noinline
+func spinAlpha(n, x uint64) uint64 {
+	for range n {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
+}
+
+//go:noinline
+func spinBeta(n, x uint64) uint64 {
+	for range n {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
+}
+
 // Main serves until SIGTERM, then prints Stats as one JSON line. Routes are
 // --route PATH=DURATION.
 func Main(args []string) int {
@@ -100,6 +143,15 @@ func Main(args []string) int {
 		return nil
 	})
 	pause := fs.Duration("pause", 0, "sleep this long halfway through each handler's burn")
+	burnIn := map[string]string{}
+	fs.Func("burn-in", "PATH=FUNCTION: the handler of PATH burns in BurnAlpha or BurnBeta (alpha, beta) rather than calserver's loop", func(v string) error {
+		path, fn, ok := strings.Cut(v, "=")
+		if _, known := burnFunctions[fn]; !ok || !known {
+			return fmt.Errorf("want PATH=alpha or PATH=beta, got %q", v)
+		}
+		burnIn[path] = fn
+		return nil
+	})
 	h2c := fs.Bool("h2c", false, "serve HTTP/2 without TLS as well (prior knowledge and the HTTP/1.1 Upgrade)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -107,7 +159,10 @@ func Main(args []string) int {
 	served := map[string]*route{}
 	mux := http.NewServeMux()
 	for path, d := range routes {
-		rt := &route{iterations: calserver.IterationsFor(d)}
+		rt := &route{iterations: calserver.IterationsFor(d), spin: calserver.Burn}
+		if fn, ok := burnIn[path]; ok {
+			rt.spin = burnFunctions[fn]
+		}
 		served[path] = rt
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			if *pause == 0 {
