@@ -46,6 +46,18 @@ type Config struct {
 	// future, to it: a pre-fork server (nginx, gunicorn, PHP-FPM) is
 	// profiled through its master.
 	FollowChildren bool
+	// OnRequest, if set, is handed each finished request as it is
+	// counted, with its target's index in Targets, so that a caller can
+	// keep figures while the window runs (reqprof serve, the live view).
+	// It is called from the goroutine that reads the ring buffer, up to
+	// some 150,000 times a second: it must be quick and never block, or
+	// records are lost. The request's strings are interned: they may be
+	// kept.
+	OnRequest func(target int, r profile.Request)
+	// OnProgress, if set, is called about once a second while the window
+	// is open with what the collector knows so far besides finished
+	// requests (see Progress).
+	OnProgress func(Progress)
 }
 
 // pollInterval is how often the collector checks that targets are alive and
@@ -119,6 +131,7 @@ func start(cfg Config, procs []*process) (*session, error) {
 		s.close()
 		return nil, err
 	}
+	s.overhead.onProgress = cfg.OnProgress
 	return s, nil
 }
 
@@ -156,7 +169,7 @@ func (s *session) close() {
 // profile opens the window, waits for its end, and reads what it measured.
 func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) {
 	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload) }()
+	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload, cfg.OnRequest) }()
 
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
@@ -509,6 +522,8 @@ type consumeResult struct {
 	noPayload bool
 	malformed uint64
 	err       error
+	// onRequest is Config.OnRequest.
+	onRequest func(target int, r profile.Request)
 }
 
 // consume reads finished requests until the reader is flushed. Its memory
@@ -516,9 +531,9 @@ type consumeResult struct {
 // reuses one record buffer and interns a bounded number of route names.
 // Once the samples are full, decoding allocates only for a route name not
 // seen before.
-func consume(reader *ringbuf.Reader, targets int, noPayload bool) consumeResult {
+func consume(reader *ringbuf.Reader, targets int, noPayload bool, onRequest func(int, profile.Request)) consumeResult {
 	res := newConsumeResult(targets)
-	res.noPayload = noPayload
+	res.noPayload, res.onRequest = noPayload, onRequest
 	var rec ringbuf.Record
 	// The programs wake the reader only when the buffer fills up, to spare
 	// the servers an interrupt per request: it polls meanwhile. A deadline
@@ -600,7 +615,7 @@ func (res *consumeResult) add(d decodedRecord) {
 	res.kernel[d.target].add(d.kernel)
 	if res.noPayload {
 		d.request.Route = res.names.name(nil, d.localPort)
-		res.finished[d.target].add(d.request)
+		res.finish(d.target, d.request)
 		return
 	}
 	s := res.bursts.burst(&d)
@@ -615,7 +630,7 @@ func (res *consumeResult) add(d decodedRecord) {
 	case s.fallback != "":
 		r.Route = res.names.intern(fallbackName(&d))
 		r.Protocol = s.protocol.String()
-		res.finished[d.target].add(r)
+		res.finish(d.target, r)
 		res.countPerBurst(d.target, s.fallback)
 	case s.carried:
 		if f == nil {
@@ -627,8 +642,17 @@ func (res *consumeResult) add(d decodedRecord) {
 			one := share(r, len(s.requests), i == 0)
 			one.Route = found.Name
 			one.Protocol = found.Protocol.String()
-			res.finished[d.target].add(one)
+			res.finish(d.target, one)
 		}
+	}
+}
+
+// finish counts r as a finished request of target, and hands it on to
+// Config.OnRequest.
+func (res *consumeResult) finish(target uint32, r profile.Request) {
+	res.finished[target].add(r)
+	if res.onRequest != nil {
+		res.onRequest(int(target), r)
 	}
 }
 
