@@ -198,3 +198,10 @@ func (b Buckets) MeanNs() float64 {
 	}
 	return float64(b.SumNs) / float64(b.Count)
 }
+
+// BucketsOf is a copy of h.
+func BucketsOf(h *Histogram) Buckets {
+	var b Buckets
+	h.copyTo(&b)
+	return b
+}
