@@ -58,6 +58,10 @@ type Config struct {
 	// is open with what the collector knows so far besides finished
 	// requests (see Progress).
 	OnProgress func(Progress)
+	// NoSample keeps no sample of the finished requests (the result's
+	// Requests are empty, its totals exact), for a caller that takes its
+	// figures from OnRequest: the sample is some 15 MB a target.
+	NoSample bool
 }
 
 // pollInterval is how often the collector checks that targets are alive and
@@ -169,7 +173,7 @@ func (s *session) close() {
 // profile opens the window, waits for its end, and reads what it measured.
 func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) {
 	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload, cfg.OnRequest) }()
+	go func() { consumed <- consume(s.reader, len(s.procs), cfg) }()
 
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
@@ -531,9 +535,14 @@ type consumeResult struct {
 // reuses one record buffer and interns a bounded number of route names.
 // Once the samples are full, decoding allocates only for a route name not
 // seen before.
-func consume(reader *ringbuf.Reader, targets int, noPayload bool, onRequest func(int, profile.Request)) consumeResult {
+func consume(reader *ringbuf.Reader, targets int, cfg Config) consumeResult {
 	res := newConsumeResult(targets)
-	res.noPayload, res.onRequest = noPayload, onRequest
+	res.noPayload, res.onRequest = cfg.NoPayload, cfg.OnRequest
+	if cfg.NoSample {
+		for _, f := range res.finished {
+			f.sample.limit = 0
+		}
+	}
 	var rec ringbuf.Record
 	// The programs wake the reader only when the buffer fills up, to spare
 	// the servers an interrupt per request: it polls meanwhile. A deadline

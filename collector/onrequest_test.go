@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reqprof/reqprof/live"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -46,5 +47,35 @@ func TestOnRequestSeesEveryFinishedRequest(t *testing.T) {
 		if target != 1 || seen[i].Route != []string{"GET /a", "GET /b"}[i%2] {
 			t.Errorf("request %d: target %d route %q", i, target, seen[i].Route)
 		}
+	}
+}
+
+// BenchmarkConsumeRecord is what the collector spends on one finished
+// request, a keep-alive GET, from its ring-buffer record to its totals:
+// as attach runs it, and as serve does with its hook counting each request
+// for Prometheus. The difference is what serving metrics adds.
+func BenchmarkConsumeRecord(b *testing.B) {
+	var records [][]byte
+	for i, path := range []string{"/users/1", "/orders", "/health", "/users/2"} {
+		records = append(records, burstRecord{conn: uint64(i + 1), data: get(path), userNs: 50_000}.records(&testing.T{})...)
+	}
+	for _, c := range []struct {
+		name string
+		hook func(*consumeResult)
+	}{
+		{"attach", func(*consumeResult) {}},
+		{"serve", func(res *consumeResult) {
+			tally := live.NewTally(0)
+			tally.Bind([]string{"api"})
+			res.onRequest = tally.Add
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			res := newConsumeResult(1)
+			c.hook(&res)
+			for i := 0; b.Loop(); i++ {
+				res.decode(records[i%len(records)])
+			}
+		})
 	}
 }

@@ -168,3 +168,27 @@ func TestMetricsText(t *testing.T) {
 		t.Error("no softirq time for api")
 	}
 }
+
+// BenchmarkScrape is one scrape of a server with 4 targets of 50 routes
+// each, every route with requests: what Prometheus's scrape costs reqprof.
+func BenchmarkScrape(b *testing.B) {
+	s := New(Options{Specs: []Spec{{Comm: "a"}, {Comm: "b"}, {Comm: "c"}, {Comm: "d"}}})
+	s.tally.Bind([]string{"a", "b", "c", "d"})
+	for i := range 200_000 {
+		s.tally.Add(i%4, profile.Request{Route: routeNames[i%50], UserNs: uint64(20_000 + i%5000*10), Start: 0, End: time.Duration(50_000 + i%7000*10)})
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(exporter{s})
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+var routeNames = func() (names [50]string) {
+	for i := range names {
+		names[i] = "GET /route/" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26))
+	}
+	return names
+}()

@@ -65,7 +65,7 @@ type Server struct {
 	opts     Options
 	tally    *live.Tally
 	registry *prometheus.Registry
-	proc     procFS
+	proc     *procFS
 	// run is collector.Run; tests replace it, and shorten the intervals.
 	run                            func(context.Context, collector.Config) (profile.Run, error)
 	resolveEvery, minReattachEvery time.Duration
@@ -105,7 +105,7 @@ func New(opts Options) *Server {
 		opts:         opts,
 		tally:        live.NewTally(opts.MaxRoutes),
 		registry:     prometheus.NewRegistry(),
-		proc:         procFS{root: "/proc", self: os.Getpid()},
+		proc:         newProcFS("/proc", os.Getpid()),
 		run:          collector.Run,
 		resolveEvery: resolveInterval, minReattachEvery: minReattachInterval,
 		labels:    make([]string, len(opts.Specs)),
@@ -308,6 +308,7 @@ func (s *Server) session(ctx context.Context, p []sessionTarget) error {
 		FollowChildren: s.opts.FollowChildren || slices.ContainsFunc(targets, func(t collector.Target) bool { return t.Cgroup != "" }),
 		OnRequest:      onRequest,
 		OnProgress:     s.progress,
+		NoSample:       true, // the tally has what serve exports
 		OnAttached: func(line string) {
 			s.attached(p)
 			s.logf("%s", line)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,10 +63,36 @@ type instance struct {
 func (i instance) key() string { return strconv.Itoa(i.PID) + "@" + strconv.FormatUint(i.Start, 10) }
 
 // procFS reads processes from a /proc: the real one, or a tree a test
-// made.
+// made. serve looks its targets up every second, so it remembers what it
+// read: a process's name once it has read the same one twice, and which
+// processes hold a port's sockets while the port's listening sockets stay
+// the same; all of it is read afresh every fullScanEvery lookups.
 type procFS struct {
-	root string
-	self int // reqprof's own pid, never a target
+	root  string
+	self  int // reqprof's own pid, never a target
+	comms map[int]*knownComm
+	ports map[int]*knownPort
+	scans int // lookups so far, for the full ones
+}
+
+// fullScanEvery is how many lookups (seconds) apart every name is read
+// again, and every port's holders looked for again: a process renamed
+// after its first two seconds (exec from a wrapper script, prctl) is found
+// within that long.
+const fullScanEvery = 10
+
+type knownComm struct {
+	comm string
+	same int // consecutive reads that gave it
+}
+
+type knownPort struct {
+	inodes map[string]bool
+	found  []instance
+}
+
+func newProcFS(root string, self int) *procFS {
+	return &procFS{root: root, self: self, comms: map[int]*knownComm{}, ports: map[int]*knownPort{}}
 }
 
 // stat is what /proc/PID/stat says of a process that matters here.
@@ -79,7 +106,7 @@ type stat struct {
 // pfKthread is the kernel's PF_KTHREAD flag.
 const pfKthread = 0x00200000
 
-func (p procFS) stat(pid int) (stat, error) {
+func (p *procFS) stat(pid int) (stat, error) {
 	b, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return stat{}, err
@@ -110,7 +137,7 @@ func parseStat(line string) (stat, error) {
 }
 
 // pids lists the processes.
-func (p procFS) pids() ([]int, error) {
+func (p *procFS) pids() ([]int, error) {
 	entries, err := os.ReadDir(p.root)
 	if err != nil {
 		return nil, err
@@ -126,7 +153,7 @@ func (p procFS) pids() ([]int, error) {
 
 // byPID is the process pid, if it runs and, when start is not 0, is the
 // one that started then (not another given its pid since).
-func (p procFS) byPID(pid int, start uint64) []instance {
+func (p *procFS) byPID(pid int, start uint64) []instance {
 	st, err := p.stat(pid)
 	if err != nil || st.kernel || (start != 0 && st.start != start) {
 		return nil
@@ -135,7 +162,7 @@ func (p procFS) byPID(pid int, start uint64) []instance {
 }
 
 // byComm is the processes named comm.
-func (p procFS) byComm(comm string, rootsOnly bool) ([]instance, error) {
+func (p *procFS) byComm(comm string, rootsOnly bool) ([]instance, error) {
 	if len(comm) > commLen {
 		comm = comm[:commLen]
 	}
@@ -143,40 +170,66 @@ func (p procFS) byComm(comm string, rootsOnly bool) ([]instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.scans++
+	full := p.scans%fullScanEvery == 0
+	listed := make(map[int]bool, len(pids))
 	found := map[int]stat{}
 	for _, pid := range pids {
-		// /proc/PID/comm first: a few bytes, where stat is some 300.
-		b, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "comm"))
-		if err != nil || strings.TrimSuffix(string(b), "\n") != comm {
+		listed[pid] = true
+		if p.commOf(pid, full) != comm {
 			continue
 		}
 		if st, err := p.stat(pid); err == nil && !st.kernel {
 			found[pid] = st
 		}
 	}
+	for pid := range p.comms {
+		if !listed[pid] {
+			delete(p.comms, pid)
+		}
+	}
 	return pick(found, rootsOnly), nil
 }
 
+// commOf is pid's name: read from /proc/PID/comm, a few bytes, unless it
+// read the same twice before and this is no full scan.
+func (p *procFS) commOf(pid int, full bool) string {
+	known := p.comms[pid]
+	if known != nil && known.same >= 2 && !full {
+		return known.comm
+	}
+	b, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "comm"))
+	if err != nil {
+		return ""
+	}
+	comm := strings.TrimSuffix(string(b), "\n")
+	switch {
+	case known == nil:
+		p.comms[pid] = &knownComm{comm: comm, same: 1}
+	case known.comm == comm:
+		known.same++
+	default:
+		known.comm, known.same = comm, 1
+	}
+	return comm
+}
+
 // byPort is the processes holding a socket listening on TCP port, in
-// reqprof's own network namespace.
-func (p procFS) byPort(port int, rootsOnly bool) ([]instance, error) {
-	inodes := map[string]bool{}
-	for _, name := range []string{"tcp", "tcp6"} {
-		f, err := os.Open(filepath.Join(p.root, "net", name))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		err = listeningInodes(f, port, inodes)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
+// reqprof's own network namespace. Their descriptors are looked through
+// (every process's, a few ms) only when the port's listening sockets have
+// changed, one of the processes found has exited, or at a full scan.
+func (p *procFS) byPort(port int, rootsOnly bool) ([]instance, error) {
+	inodes, err := p.listening(port)
+	if err != nil {
+		return nil, err
 	}
 	if len(inodes) == 0 {
+		delete(p.ports, port)
 		return nil, nil
+	}
+	p.scans++
+	if known := p.ports[port]; known != nil && p.scans%fullScanEvery != 0 && maps.Equal(known.inodes, inodes) && p.allRun(known.found) {
+		return known.found, nil
 	}
 	pids, err := p.pids()
 	if err != nil {
@@ -191,12 +244,51 @@ func (p procFS) byPort(port int, rootsOnly bool) ([]instance, error) {
 			found[pid] = st
 		}
 	}
-	return pick(found, rootsOnly), nil
+	picked := pick(found, rootsOnly)
+	p.ports[port] = &knownPort{inodes: inodes, found: picked}
+	return picked, nil
+}
+
+// listening is the inodes of the sockets listening on port: asked of the
+// kernel (sock_diag) for the real /proc, read from ROOT/net/tcp for a tree
+// a test made, or where sock_diag is refused.
+func (p *procFS) listening(port int) (map[string]bool, error) {
+	inodes := map[string]bool{}
+	if p.root == "/proc" {
+		if err := diagListeningInodes(port, inodes); err == nil {
+			return inodes, nil
+		}
+	}
+	for _, name := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(filepath.Join(p.root, "net", name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = listeningInodes(f, port, inodes)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return inodes, nil
+}
+
+// allRun says whether every one of found still runs.
+func (p *procFS) allRun(found []instance) bool {
+	for _, inst := range found {
+		if len(p.byPID(inst.PID, inst.Start)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // holdsSocket says whether one of pid's descriptors is one of the socket
 // inodes ("socket:[INODE]").
-func (p procFS) holdsSocket(pid int, inodes map[string]bool) bool {
+func (p *procFS) holdsSocket(pid int, inodes map[string]bool) bool {
 	dir := filepath.Join(p.root, strconv.Itoa(pid), "fd")
 	entries, err := os.ReadDir(dir)
 	if err != nil {

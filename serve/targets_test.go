@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -66,7 +67,7 @@ func (p *fakeProc) listen(port, inode int) {
 	p.write("net/tcp", string(b)+line)
 }
 
-func (p *fakeProc) fs() procFS { return procFS{root: p.root, self: 1} }
+func (p *fakeProc) fs() *procFS { return newProcFS(p.root, 1) }
 
 func pidsOf(found []instance) []int {
 	var pids []int
@@ -161,5 +162,80 @@ func TestSpecString(t *testing.T) {
 	}
 	if !strings.HasPrefix((Spec{PID: 1, Label: "x"}).String(), "--pid") {
 		t.Error("label in the flag")
+	}
+}
+
+// Lookups remember what they read, and still find a process renamed, or
+// one that took over a port, within fullScanEvery lookups.
+func TestLookupsRemember(t *testing.T) {
+	p := newFakeProc(t)
+	fs := p.fs()
+	p.process(100, 1, "sh", 500) // a wrapper that execs the server later
+	for range 2 {
+		if found, _ := fs.byComm("api", false); len(found) != 0 {
+			t.Fatalf("found %+v", found)
+		}
+	}
+	p.write("100/comm", "api\n")
+	seen := 0
+	for i := range fullScanEvery {
+		if found, _ := fs.byComm("api", false); len(found) == 1 {
+			seen = i + 1
+			break
+		}
+	}
+	if seen == 0 {
+		t.Errorf("a process renamed not found within %d lookups", fullScanEvery)
+	}
+
+	p.listen(8080, 5555)
+	p.process(200, 1, "web", 600, 5555)
+	if found, _ := fs.byPort(8080, false); fmt.Sprint(pidsOf(found)) != "[200]" {
+		t.Fatalf("port 8080: %+v", found)
+	}
+	p.exit(200) // replaced by a process holding the same socket
+	p.process(201, 1, "web", 700, 5555)
+	if found, _ := fs.byPort(8080, false); fmt.Sprint(pidsOf(found)) != "[201]" {
+		t.Errorf("port 8080 after its process was replaced: %+v", found)
+	}
+}
+
+// BenchmarkLookups is a second's lookups of a --comm and a --port target
+// on this machine's /proc.
+func BenchmarkLookups(b *testing.B) {
+	fs := newProcFS("/proc", os.Getpid())
+	for b.Loop() {
+		fs.byComm("calserver", false)
+		fs.byPort(22, false)
+	}
+}
+
+// sock_diag finds what /proc/net/tcp lists: a socket listening here.
+func TestDiagFindsAListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	fromDiag := map[string]bool{}
+	if err := diagListeningInodes(port, fromDiag); err != nil {
+		t.Fatal(err)
+	}
+	fromFile := map[string]bool{}
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := listeningInodes(f, port, fromFile); err != nil {
+		t.Fatal(err)
+	}
+	if len(fromDiag) != 1 || fmt.Sprint(fromDiag) != fmt.Sprint(fromFile) {
+		t.Errorf("sock_diag says %v, /proc/net/tcp %v", fromDiag, fromFile)
+	}
+	found, err := newProcFS("/proc", 0).byPort(port, false)
+	if err != nil || len(found) != 1 || found[0].PID != os.Getpid() {
+		t.Errorf("port %d held by %+v (%v), want this test", port, found, err)
 	}
 }
