@@ -308,7 +308,11 @@ func TestServePrometheusMatchesServer(t *testing.T) {
 	port := freePort(t)
 	srv := startCalserver(t, port, "--burn", "200us")
 	s := startServe(t, "--port", strconv.Itoa(port))
-	api := startPrometheus(t, prometheus, strings.TrimSuffix(strings.TrimPrefix(s.metrics, "http://"), "/metrics"))
+	target := strings.TrimSuffix(strings.TrimPrefix(s.metrics, "http://"), "/metrics")
+	api := startPrometheus(t, prometheus, target)
+	// A second Prometheus reads the native histograms (and, this one's
+	// version, only those).
+	native := startPrometheus(t, prometheus, target, "--enable-feature=native-histograms")
 
 	// Load in batches, noting how many were done when, so that the load's
 	// rate over any span is known.
@@ -351,6 +355,13 @@ func TestServePrometheusMatchesServer(t *testing.T) {
 		t.Errorf("rate(sum)/rate(count) of the CPU histogram is %.1f µs, the server measured %.1f µs: more than 3%% apart", got, want)
 	}
 
+	nativeCPU := native.query(t, fmt.Sprintf("histogram_sum(sum(rate(reqprof_request_cpu_seconds[%ds]))) / histogram_count(sum(rate(reqprof_request_cpu_seconds[%ds])))", window, window), at)
+	p50 := native.query(t, fmt.Sprintf("histogram_quantile(0.5, sum(rate(reqprof_request_cpu_seconds[%ds])))", window), at)
+	t.Logf("native histograms: cpu per request %.1f µs, p50 %.1f µs", nativeCPU*1e6, p50*1e6)
+	if !within(nativeCPU*1e6, want, 0.03) || p50 <= 0 || p50*1e6 > 2*want {
+		t.Errorf("from native histograms: cpu per request %.1f µs, p50 %.1f µs; the server measured a mean of %.1f µs", nativeCPU*1e6, p50*1e6, want)
+	}
+
 	// The request rate inside the load: Prometheus's rate() over 4 s
 	// ending just before the load did is the counter's slope between the
 	// first and last scrapes in that range, which the load's own rate over
@@ -378,8 +389,8 @@ type promAPI struct{ base string }
 
 // startPrometheus runs Prometheus with a config of its own scraping target
 // (HOST:PORT) every second, and storage in a temporary directory, and
-// waits until it has scraped it once.
-func startPrometheus(t *testing.T, bin, target string) promAPI {
+// waits until it has scraped it once; args are more of its flags.
+func startPrometheus(t *testing.T, bin, target string, args ...string) promAPI {
 	t.Helper()
 	dir := t.TempDir()
 	config := filepath.Join(dir, "prometheus.yml")
@@ -394,8 +405,8 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(bin, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+listen, "--log.level=warn")
+	cmd := exec.Command(bin, append([]string{"--config.file=" + config, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + listen, "--log.level=warn"}, args...)...)
 	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	if err != nil {
 		t.Fatal(err)
