@@ -102,6 +102,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"serve", "--comm", ""}, true, `reqprof: --comm "": empty command name`},
 		{[]string{"serve", "--comm", "nginx", "--max-routes", "0"}, true, "reqprof: --max-routes 0: want at least 1"},
 		{[]string{"serve", "--comm", "nginx", "--listen", "nowhere"}, true, "reqprof: --listen nowhere: address nowhere: missing port in address"},
+		{[]string{"serve", "--pid", "1073741824"}, true, "reqprof: no process with pid 1073741824"},
 		{[]string{"serve", "--comm", "nginx", "extra"}, true, `reqprof: unexpected argument "extra" (serve takes flags only)`},
 		{[]string{"serve", "--comm", "nginx", "--listen", "127.0.0.1:0"}, false, "reqprof needs root (or CAP_BPF and CAP_PERFMON) to load its programs"},
 	} {

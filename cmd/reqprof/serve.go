@@ -104,6 +104,13 @@ func serveCommand(args []string, stdout, stderr io.Writer) error {
 	if err := logFlags.validate(); err != nil {
 		return err
 	}
+	for _, spec := range specs {
+		// A pid names one process, which cannot come later: one that is
+		// not there is a mistake, as for attach. A name or a port may.
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", spec.PID)); spec.PID != 0 && err != nil {
+			return badInput("no process with pid %d", spec.PID)
+		}
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return badInput("--listen %s: %s", *listen, listenProblem(err))
