@@ -16,10 +16,11 @@ endif
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Debian packages the build, the generate check and the root tests use:
-# real servers and their load generators, and a browser for the page test.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium
+# real servers and their load generators, a browser for the page test,
+# Prometheus to scrape reqprof serve, and tmux for the live view's test.
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux
 # Commands standing for them.
-DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium
+DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux
 
 .PHONY: build generate check-generate deps vet test demo fuzz bench
 
@@ -51,6 +52,7 @@ deps:
 		echo "installing Debian packages for:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
 		$(SUDO) service redis-server stop >/dev/null 2>&1 || true; \
+		$(SUDO) service prometheus stop >/dev/null 2>&1 || true; \
 	fi
 
 vet:

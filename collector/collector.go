@@ -57,6 +57,22 @@ type Config struct {
 	// stdout, are followed (MCP's stdio transport): by default when stdin
 	// is a pipe, FIFO or socket.
 	Stdio StdioMode
+	// OnRequest, if set, is handed each finished request as it is
+	// counted, with its target's index in Targets, so that a caller can
+	// keep figures while the window runs (reqprof serve, the live view).
+	// It is called from the goroutine that reads the ring buffer, up to
+	// some 150,000 times a second: it must be quick and never block, or
+	// records are lost. The request's strings are interned: they may be
+	// kept.
+	OnRequest func(target int, r profile.Request)
+	// OnProgress, if set, is called about once a second while the window
+	// is open with what the collector knows so far besides finished
+	// requests (see Progress).
+	OnProgress func(Progress)
+	// NoSample keeps no sample of the finished requests (the result's
+	// Requests are empty, its totals exact), for a caller that takes its
+	// figures from OnRequest: the sample is some 15 MB a target.
+	NoSample bool
 }
 
 // StdioMode says when a target's stdin and stdout carry requests.
@@ -158,6 +174,7 @@ func start(cfg Config, procs []*process) (*session, error) {
 		s.close()
 		return nil, err
 	}
+	s.overhead.onProgress = cfg.OnProgress
 	return s, nil
 }
 
@@ -219,7 +236,7 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 		stacks = newStackSamples(len(s.procs), s.stackHz, sym)
 	}
 	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(s.reader, len(s.procs), cfg.NoPayload, stacks) }()
+	go func() { consumed <- consume(s.reader, len(s.procs), cfg, stacks) }()
 
 	// Open the window: a target's threads seen first after this have run
 	// since enable_ns; its CPU clock is read at the same instant.
@@ -769,6 +786,8 @@ type consumeResult struct {
 	stacks *stackSamples
 	routes []profile.RouteKey // reused
 	err    error
+	// onRequest is Config.OnRequest.
+	onRequest func(target int, r profile.Request)
 }
 
 // consume reads finished requests until the reader is flushed. Its memory
@@ -776,10 +795,15 @@ type consumeResult struct {
 // reuses one record buffer and interns a bounded number of route names.
 // Once the samples are full, decoding allocates only for a route name not
 // seen before.
-func consume(reader *ringbuf.Reader, targets int, noPayload bool, stacks *stackSamples) consumeResult {
+func consume(reader *ringbuf.Reader, targets int, cfg Config, stacks *stackSamples) consumeResult {
 	res := newConsumeResult(targets)
-	res.noPayload = noPayload
+	res.noPayload, res.onRequest = cfg.NoPayload, cfg.OnRequest
 	res.stacks = stacks
+	if cfg.NoSample {
+		for _, f := range res.finished {
+			f.sample.limit = 0
+		}
+	}
 	var rec ringbuf.Record
 	// The programs wake the reader only when the buffer fills up, to spare
 	// the servers an interrupt per request: it polls meanwhile. A deadline
@@ -868,7 +892,7 @@ func (res *consumeResult) add(d decodedRecord) {
 	res.kernel[d.target].add(d.kernel)
 	if res.noPayload {
 		d.request.Route = res.names.name(nil, d.localPort)
-		res.finished[d.target].add(d.request)
+		res.finish(d.target, d.request)
 		res.stacksFinished(&d, false, d.request.Route)
 		return
 	}
@@ -886,7 +910,7 @@ func (res *consumeResult) add(d decodedRecord) {
 	case s.fallback != "":
 		r.Route = res.names.intern(localName(fallbackName(&d), channel))
 		r.Protocol = s.protocol.String()
-		res.finished[d.target].add(r)
+		res.finish(d.target, r)
 		res.countPerBurst(d.target, s.fallback)
 		res.stacksFinished(&d, carried, r.Route)
 	case s.carried:
@@ -896,6 +920,7 @@ func (res *consumeResult) add(d decodedRecord) {
 		f.carry, f.carrying, f.target = r, true, d.target
 		// Its samples stay held, for the burst that completes a request.
 	default:
+		res.routes = res.routes[:0]
 		for i, found := range s.requests {
 			one := share(r, len(s.requests), i == 0)
 			one.Route = found.Name
@@ -903,15 +928,21 @@ func (res *consumeResult) add(d decodedRecord) {
 				one.Route = res.names.intern(localName(found.Name, channel))
 			}
 			one.Protocol = found.Protocol.String()
-			res.finished[d.target].add(one)
+			res.finish(d.target, one)
+			res.routes = append(res.routes, profile.RouteKey{Route: one.Route, Port: d.localPort})
 		}
 		if res.stacks != nil {
-			res.routes = res.routes[:0]
-			for _, found := range s.requests {
-				res.routes = append(res.routes, profile.RouteKey{Route: found.Name, Port: d.localPort})
-			}
 			res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
 		}
+	}
+}
+
+// finish counts r as a finished request of target, and hands it on to
+// Config.OnRequest.
+func (res *consumeResult) finish(target uint32, r profile.Request) {
+	res.finished[target].add(r)
+	if res.onRequest != nil {
+		res.onRequest(int(target), r)
 	}
 }
 

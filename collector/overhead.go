@@ -46,6 +46,9 @@ type overheadMeter struct {
 
 	opened time.Time
 	cpuNs0 uint64
+
+	// onProgress is Config.OnProgress, called every progressPolls polls.
+	onProgress func(Progress)
 }
 
 // statsPeriod is how many polls make one period of the statistics: kept
@@ -97,6 +100,22 @@ func (m *overheadMeter) poll() {
 	case m.polls%statsPeriod == 1:
 		m.keepStats()
 	}
+	if m.onProgress != nil && m.polls%progressPolls == 0 {
+		m.onProgress(m.progress())
+	}
+}
+
+// progress is what the window has lost and cost so far.
+func (m *overheadMeter) progress() Progress {
+	p := Progress{Elapsed: time.Since(m.opened), Lost: make([]uint64, m.targets), Overhead: m.sofar()}
+	for i := range m.targets {
+		var perCPU []reqprofTargetStats
+		if m.objs.Stats.Lookup(uint32(i), &perCPU) == nil {
+			s := sumStats(perCPU)
+			p.Lost[i] = s.LostRecords + s.LostThreads + s.LostConns + s.LostChunks
+		}
+	}
+	return p
 }
 
 func (m *overheadMeter) keepStats() {
@@ -169,6 +188,12 @@ func (m *overheadMeter) bpfTotals() (ns, runs uint64, ok bool) {
 // time while the statistics were kept, and the requests finished meanwhile.
 func (m *overheadMeter) close() profile.Overhead {
 	m.dropStats()
+	return m.sofar()
+}
+
+// sofar is what the window has cost up to now, the BPF figures from the
+// statistics kept until the last sample ended.
+func (m *overheadMeter) sofar() profile.Overhead {
 	var o profile.Overhead
 	if cpuNs, maxRSSKB := selfUsage(); cpuNs >= m.cpuNs0 {
 		o.CollectorCPUNs = cpuNs - m.cpuNs0

@@ -75,6 +75,9 @@ type reservoir struct {
 
 func (s *reservoir) add(r profile.Request) {
 	s.seen++
+	if s.limit == 0 {
+		return // keeps none
+	}
 	if len(s.kept) < s.limit {
 		if len(s.kept) == cap(s.kept) {
 			// Grown here rather than by append, which would overshoot

@@ -267,3 +267,15 @@ func TestConsumeResultAdd(t *testing.T) {
 		t.Errorf("write %+v, want 1,500 ns in 3 calls", w)
 	}
 }
+
+// A reservoir of limit 0 keeps nothing, and a window kept without a sample
+// still counts every request exactly.
+func TestReservoirOfNone(t *testing.T) {
+	f := newFinishedRequests(0, 1)
+	for i := range 1000 {
+		f.add(profile.Request{Route: "GET /", UserNs: uint64(i)})
+	}
+	if len(f.sample.kept) != 0 || f.totals.Requests != 1000 || f.totals.UserNs != 999*1000/2 {
+		t.Errorf("kept %d, counted %d of %d ns", len(f.sample.kept), f.totals.Requests, f.totals.UserNs)
+	}
+}

@@ -52,7 +52,9 @@ func attach(reqprof, dir string, pid int, flags []string) (*attachment, error) {
 	}
 	jsonFile.Close()
 	a := &attachment{jsonPath: jsonFile.Name(), stderrDone: make(chan struct{})}
-	a.cmd = exec.Command(reqprof, append([]string{"attach", "--pid", strconv.Itoa(pid), "--json", a.jsonPath}, flags...)...)
+	// --live=false: the bench measures what profiling costs, as it did
+	// before attach had a live view, which adds to the collector's CPU.
+	a.cmd = exec.Command(reqprof, append([]string{"attach", "--pid", strconv.Itoa(pid), "--json", a.jsonPath, "--live=false"}, flags...)...)
 	stderr, err := a.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

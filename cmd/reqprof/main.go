@@ -27,6 +27,7 @@ import (
 // commands are what the top help lists, each with what it does.
 var commands = []struct{ name, does string }{
 	{"attach", "profile running processes: CPU per request, user and kernel, by route"},
+	{"serve", "profile until stopped and serve Prometheus metrics, following restarts"},
 	{"demo", "start two bundled servers, load them alike and compare them"},
 	{"compare", "set runs saved with --json side by side"},
 	{"version", "print reqprof's version and the commit it was built from"},
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "attach":
 		err = attach(args[1:], stdout, stderr)
+	case "serve":
+		err = serveCommand(args[1:], stdout, stderr)
 	case "demo":
 		err = demo(args[1:], stdout, stderr)
 	case "compare":
@@ -246,6 +249,9 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	c.Var(&floor, "floor", "`PID[=LABEL]` a bare server, profiled too: the others' CPU is also shown above its own")
 	repeat := c.Int("repeat", 1, "`N` profile N windows in a row and report the spread between them (needs --duration)")
 	out.register(c, "until Ctrl-C or every target exits")
+	showLive := c.Bool("live", true, "show each second's requests/s and CPU per request on stderr while profiling: a table redrawn in place on a terminal, plain lines elsewhere")
+	var logFlags requestLogFlags
+	logFlags.register(c)
 	if err := c.parse(args, stdout); err != nil {
 		return err
 	}
@@ -272,6 +278,9 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	if err := out.validate(); err != nil {
 		return err
 	}
+	if err := logFlags.validate(); err != nil {
+		return err
+	}
 	targets := append(pids, floor...)
 	seen := map[int]bool{}
 	for _, t := range targets {
@@ -284,6 +293,12 @@ func attach(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	requestLog, closeLog, err := logFlags.open(false)
+	if err != nil {
+		return err
+	}
+	w := newWatcher(targets, *showLive, out.duration, requestLog, stderr)
+
 	ctx, stop := interruptible(stderr)
 	defer stop()
 	var runs []profile.Run
@@ -291,9 +306,15 @@ func attach(args []string, stdout, stderr io.Writer) error {
 		cfg := out.config(targets)
 		cfg.FollowChildren = *followChildren || len(cgroups) > 0
 		cfg.Stdio = stdioMode
-		cfg.OnAttached = func(line string) { fmt.Fprintln(stderr, line) }
+		cfg.OnAttached = func(line string) {
+			fmt.Fprintln(stderr, line)
+			w.opened()
+		}
+		w.config(&cfg)
 		run, err := collector.Run(ctx, cfg)
+		w.closed()
 		if err != nil {
+			closeLog(stderr)
 			return err
 		}
 		runs = append(runs, run)
@@ -301,6 +322,9 @@ func attach(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "reqprof: interrupted after %d of %d windows\n", i+1, *repeat)
 			break
 		}
+	}
+	if err := closeLog(stderr); err != nil {
+		return err
 	}
 	return writeReport(runs, out, len(floor) > 0, stdout)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -103,6 +104,17 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"compare", "testdata/missing.json"}, true, "reqprof: testdata/missing.json: no such file or directory"},
 		{[]string{"compare", "--floor"}, true, "reqprof: --floor needs a value"},
 		{[]string{"version", "extra"}, true, "reqprof: version takes no arguments"},
+		{[]string{"attach", "--pid", "1", "--requests", "/nonexistent/r.ndjson"}, true, "reqprof: --requests /nonexistent/r.ndjson: no directory /nonexistent to write it in"},
+		{[]string{"attach", "--pid", "1", "--requests-rate", "0"}, true, "reqprof: --requests-rate 0: want at least 1"},
+		{[]string{"serve"}, true, "reqprof: serve needs a target: --pid PID, --cgroup DIR, --comm NAME or --port N"},
+		{[]string{"serve", "--port", "http"}, true, `reqprof: --port "http": not a TCP port: want 1 to 65535`},
+		{[]string{"serve", "--port", "70000"}, true, `reqprof: --port "70000": not a TCP port: want 1 to 65535`},
+		{[]string{"serve", "--comm", ""}, true, `reqprof: --comm "": empty command name`},
+		{[]string{"serve", "--comm", "nginx", "--max-routes", "0"}, true, "reqprof: --max-routes 0: want at least 1"},
+		{[]string{"serve", "--comm", "nginx", "--listen", "nowhere"}, true, "reqprof: --listen nowhere: address nowhere: missing port in address"},
+		{[]string{"serve", "--pid", "1073741824"}, true, "reqprof: no process with pid 1073741824"},
+		{[]string{"serve", "--comm", "nginx", "extra"}, true, `reqprof: unexpected argument "extra" (serve takes flags only)`},
+		{[]string{"serve", "--comm", "nginx", "--listen", "127.0.0.1:0"}, false, "reqprof needs root (or CAP_BPF and CAP_PERFMON) to load its programs"},
 	} {
 		onHost(t, tc.root, true)
 		var stdout, stderr bytes.Buffer
@@ -121,6 +133,22 @@ func TestBadInvocations(t *testing.T) {
 }
 
 // A kernel without BTF is said in one line, whatever the other checks.
+// A --listen address in use is said in one line, and serve exits 2
+// before it loads anything.
+func TestServeListenInUse(t *testing.T) {
+	onHost(t, true, true)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"serve", "--comm", "nginx", "--listen", taken.Addr().String()}, &stdout, &stderr)
+	if want := "reqprof: --listen " + taken.Addr().String() + ": address already in use\n"; code != 2 || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr.String(), want)
+	}
+}
+
 func TestNoKernelBTF(t *testing.T) {
 	for _, args := range [][]string{{"attach", "--pid", "1"}, {"demo"}} {
 		onHost(t, true, false)
