@@ -143,32 +143,12 @@ func clip(b []byte) []byte { return b[:min(len(b), 64)] }
 func h2Frames(data []byte) bool {
 	whole := 0
 	for len(data) >= 9 {
-		length := int(data[0])<<16 | int(data[1])<<8 | int(data[2])
-		typ := data[3]
-		sid := uint32(data[5]&0x7f)<<24 | uint32(data[6])<<16 | uint32(data[7])<<8 | uint32(data[8])
-		if data[5]&0x80 != 0 || length > 1<<14 {
+		f := parseFrameHeader(data)
+		length := f.length
+		if f.reserved || length > 1<<14 {
 			return false // the reserved bit, or past the default frame size
 		}
-		ok := false
-		switch typ {
-		case frameData, frameContinuation:
-			ok = sid != 0
-		case frameHeaders:
-			ok = sid%2 == 1
-		case framePriority:
-			ok = sid != 0 && length == 5
-		case frameRSTStream:
-			ok = sid != 0 && length == 4
-		case frameSettings:
-			ok = sid == 0 && length%6 == 0
-		case framePing:
-			ok = sid == 0 && length == 8
-		case frameGoAway:
-			ok = sid == 0 && length >= 8
-		case frameWindowUpdate:
-			ok = length == 4
-		}
-		if !ok {
+		if known, ok := f.fromClient(); !known || !ok {
 			return false
 		}
 		if 9+length > len(data) {

@@ -101,21 +101,18 @@ func (c *Conn) h2Frame(data []byte) (int, bool) {
 		return 0, false
 	}
 	h := c.h2
-	length := int(data[0])<<16 | int(data[1])<<8 | int(data[2])
-	typ, flags := data[3], data[4]
-	sid := (uint32(data[5])<<24 | uint32(data[6])<<16 | uint32(data[7])<<8 | uint32(data[8])) &^ (1 << 31)
+	f := parseFrameHeader(data)
+	length, typ, flags, sid := f.length, f.typ, f.flags, f.sid
 	if h.cont != 0 && (typ != frameContinuation || sid != h.cont) {
 		c.fail(ErrMalformed, "frame type %d on stream %d inside the header block of stream %d", typ, sid, h.cont)
 		return 0, false
 	}
-	bad := false
-	switch typ {
-	case frameData:
-		bad = sid == 0
-	case frameHeaders, frameContinuation:
+	if known, ok := f.fromClient(); known && !ok {
+		c.fail(ErrMalformed, "frame type %d, length %d, on stream %d", typ, length, sid)
+		return 0, false
+	}
+	if typ == frameHeaders || typ == frameContinuation {
 		switch {
-		case sid == 0 || typ == frameHeaders && sid%2 == 0:
-			bad = true
 		case typ == frameContinuation && h.cont == 0:
 			c.fail(ErrMalformed, "CONTINUATION without HEADERS")
 			return 0, false
@@ -123,34 +120,62 @@ func (c *Conn) h2Frame(data []byte) (int, bool) {
 			c.fail(ErrBound, "header frame of %d bytes", length)
 			return 0, false
 		}
-		if !bad {
-			h.typ, h.flags, h.sid, h.length = typ, flags, sid, length
-			c.st = sH2Payload
-			return 9, true
-		}
-	case framePriority:
-		bad = sid == 0 || length != 5
-	case frameRSTStream:
-		bad = sid == 0 || length != 4
-	case frameSettings:
-		bad = sid != 0 || length%6 != 0 || flags&flagAck != 0 && length != 0
-	case framePushPromise:
-		bad = true // servers push, clients do not
-	case framePing:
-		bad = sid != 0 || length != 8
-	case frameGoAway:
-		bad = sid != 0 || length < 8
-	case frameWindowUpdate:
-		bad = length != 4
-	}
-	if bad {
-		c.fail(ErrMalformed, "frame type %d, length %d, on stream %d", typ, length, sid)
-		return 0, false
+		h.typ, h.flags, h.sid, h.length = typ, flags, sid, length
+		c.st = sH2Payload
+		return 9, true
 	}
 	// Any other frame, and unknown types, pass unread.
 	c.left = uint64(length)
 	c.st = sH2Skip
 	return 9, true
+}
+
+// frameHeader is an HTTP/2 frame's 9-byte header.
+type frameHeader struct {
+	length     int
+	typ, flags byte
+	sid        uint32 // the reserved bit cleared
+	reserved   bool
+}
+
+// parseFrameHeader reads the header at the start of data, 9 bytes or more.
+func parseFrameHeader(data []byte) frameHeader {
+	return frameHeader{
+		length:   int(data[0])<<16 | int(data[1])<<8 | int(data[2]),
+		typ:      data[3],
+		flags:    data[4],
+		sid:      (uint32(data[5])<<24 | uint32(data[6])<<16 | uint32(data[7])<<8 | uint32(data[8])) &^ (1 << 31),
+		reserved: data[5]&0x80 != 0,
+	}
+}
+
+// fromClient says whether a client may send a frame of this type on this
+// stream with this length (RFC 9113, section 6); known is false for a type
+// the RFC does not define, which a reader passes over unread.
+func (f frameHeader) fromClient() (known, ok bool) {
+	switch f.typ {
+	case frameData:
+		return true, f.sid != 0
+	case frameHeaders:
+		return true, f.sid%2 == 1
+	case frameContinuation:
+		return true, f.sid != 0
+	case framePriority:
+		return true, f.sid != 0 && f.length == 5
+	case frameRSTStream:
+		return true, f.sid != 0 && f.length == 4
+	case frameSettings:
+		return true, f.sid == 0 && f.length%6 == 0 && (f.flags&flagAck == 0 || f.length == 0)
+	case framePushPromise:
+		return true, false // servers push, clients do not
+	case framePing:
+		return true, f.sid == 0 && f.length == 8
+	case frameGoAway:
+		return true, f.sid == 0 && f.length >= 8
+	case frameWindowUpdate:
+		return true, f.length == 4
+	}
+	return false, true
 }
 
 func (c *Conn) h2Skip(data []byte) (int, bool) {
