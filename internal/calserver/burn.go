@@ -39,6 +39,10 @@ func Burn(iterations uint64) {
 	burnSink.Store(spin(iterations, burnSink.Load()|1))
 }
 
+// ThreadCPU is the calling thread's CPU time (user + system): the clock
+// every test server measures its own work by.
+func ThreadCPU() time.Duration { return time.Duration(threadCPUNow()) }
+
 // threadCPUNow is the calling thread's CPU time (user + system) in ns.
 func threadCPUNow() int64 {
 	var ts unix.Timespec

@@ -28,12 +28,6 @@ import (
 	"github.com/reqprof/reqprof/internal/calserver"
 )
 
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return time.Duration(ts.Nano())
-}
-
 // Stats is what the server did: requests per path, and the CPU its handlers
 // burned per request, per path, by the thread CPU clock, over the burns
 // that stayed on one thread (a clock read on another thread means nothing)
@@ -60,9 +54,9 @@ type route struct {
 // burn burns CPU and measures it by the thread's clock when it stayed on
 // one thread.
 func (rt *route) burn(iterations uint64) {
-	tid, start := unix.Gettid(), threadCPU()
+	tid, start := unix.Gettid(), calserver.ThreadCPU()
 	rt.spin(iterations)
-	if end := threadCPU(); unix.Gettid() == tid {
+	if end := calserver.ThreadCPU(); unix.Gettid() == tid {
 		rt.mu.Lock()
 		rt.burns = append(rt.burns, int64(end-start))
 		rt.mu.Unlock()

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sys/unix"
 
 	"github.com/reqprof/reqprof/internal/calserver"
 )
@@ -27,12 +26,6 @@ import (
 type Stats struct {
 	Calls  map[string]uint64  `json:"calls"`
 	BurnUs map[string]float64 `json:"burn_us"`
-}
-
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return time.Duration(ts.Nano())
 }
 
 // Main serves over stdio until its client closes stdin.
@@ -54,9 +47,9 @@ func Main(args []string) int {
 			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
 				// On one thread, so that its CPU clock measures the burn.
 				runtime.LockOSThread()
-				start := threadCPU()
+				start := calserver.ThreadCPU()
 				calserver.Burn(iterations)
-				burned[i].Add(uint64(threadCPU() - start))
+				burned[i].Add(uint64(calserver.ThreadCPU() - start))
 				runtime.UnlockOSThread()
 				calls[i].Add(1)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil

@@ -19,8 +19,6 @@ import (
 	"runtime"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/reqprof/reqprof/internal/calserver"
 )
 
@@ -39,12 +37,6 @@ type message struct {
 	} `json:"params"`
 }
 
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return time.Duration(ts.Nano())
-}
-
 // Main serves until stdin ends.
 func Main(args []string) int {
 	fs := flag.NewFlagSet("stdioserver", flag.ContinueOnError)
@@ -61,7 +53,7 @@ func Main(args []string) int {
 	var stats Stats
 	var total time.Duration
 	for {
-		start := threadCPU()
+		start := calserver.ThreadCPU()
 		line, err := in.ReadBytes('\n')
 		if err != nil {
 			break
@@ -81,7 +73,7 @@ func Main(args []string) int {
 		if _, err := os.Stdout.WriteString(out); err != nil {
 			break
 		}
-		total += threadCPU() - start
+		total += calserver.ThreadCPU() - start
 		stats.Requests++
 	}
 	if stats.Requests > 0 {
