@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/reqprof/reqprof/collector"
@@ -24,10 +23,7 @@ import (
 // it to the right request.
 func TestGoNetHTTP(t *testing.T) {
 	requireBPF(t)
-	bin := filepath.Join(t.TempDir(), "gohttp")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
 	for _, tc := range []struct {
 		name  string
 		pause string

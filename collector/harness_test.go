@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	buildDir = dir
 	calserverBin = filepath.Join(dir, "calserver")
 	build := exec.Command("go", "build", "-o", calserverBin, "github.com/reqprof/reqprof/internal/calserver/cmd/calserver")
 	build.Stderr = os.Stderr
@@ -41,6 +43,32 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// buildDir holds the commands tests build, removed when they end.
+var buildDir string
+
+// built are the commands of this module built so far, by package.
+var built = struct {
+	sync.Mutex
+	bins map[string]string
+}{bins: map[string]string{}}
+
+// buildCmd builds a command of this module once per test binary and
+// returns its path.
+func buildCmd(t *testing.T, pkg string) string {
+	t.Helper()
+	built.Lock()
+	defer built.Unlock()
+	if bin, ok := built.bins[pkg]; ok {
+		return bin
+	}
+	bin := filepath.Join(buildDir, filepath.Base(pkg))
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, out)
+	}
+	built.bins[pkg] = bin
+	return bin
 }
 
 // requireBPF skips a test that loads BPF when not root, except under CI,

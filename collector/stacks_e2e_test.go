@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,10 +35,7 @@ type stackRoute struct {
 // word on top of the stack, where the pclntab says there is no frame.
 func TestStacksGoRoutes(t *testing.T) {
 	requireBPF(t)
-	bin := filepath.Join(t.TempDir(), "gohttp")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
 	cmd := exec.Command(bin, "--route", "/alpha=1ms", "--route", "/beta=2ms", "--burn-in", "/alpha=alpha", "--burn-in", "/beta=beta")
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 	srv, err := calserver.Spawn(cmd)

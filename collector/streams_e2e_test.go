@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,31 +30,6 @@ import (
 // in flight at once, gRPC calls, HTTP/1.1 and Redis pipelining. Each is
 // counted against the load generator's or the server's own count, named,
 // and given its protocol.
-
-// buildOnce builds a Go command of this module once per test binary.
-var buildOnce = struct {
-	sync.Mutex
-	bins map[string]string
-}{bins: map[string]string{}}
-
-func buildCmd(t *testing.T, pkg string) string {
-	t.Helper()
-	buildOnce.Lock()
-	defer buildOnce.Unlock()
-	if bin, ok := buildOnce.bins[pkg]; ok {
-		return bin
-	}
-	dir, err := os.MkdirTemp("", "reqprof-cmd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, filepath.Base(pkg))
-	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", pkg, err, out)
-	}
-	buildOnce.bins[pkg] = bin
-	return bin
-}
 
 // routeTotals is a target's exact totals by route name, over every port.
 func routeTotals(target profile.Target) map[string]profile.Totals {
