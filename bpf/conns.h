@@ -174,6 +174,41 @@ static __always_inline __u64 consumed_of(struct sock *sk)
 	return received > unread ? received - unread : 0;
 }
 
+/* A new connection's state, not yet in the map: the template with what
+ * every connection starts with. Too large for the stack. */
+static __always_inline struct conn_state *fresh_conn(__u32 target, __u32 tid, __u32 phase, __u32 role,
+						      __u32 conn_flags, __u16 port)
+{
+	__u32 zero = 0;
+	struct conn_state *fresh = bpf_map_lookup_elem(&conn_template, &zero);
+	if (!fresh)
+		return 0;
+	fresh->rec.tgid = bpf_get_current_pid_tgid() >> 32;
+	fresh->rec.tid = tid;
+	fresh->rec.target = target;
+	fresh->rec.flags = conn_flags;
+	fresh->rec.local_port = port;
+	fresh->phase = phase;
+	fresh->role = role;
+	fresh->in_off = 0;
+	fresh->conn_flags = conn_flags;
+	return fresh;
+}
+
+/* Puts fresh in the map as cookie's state unless another CPU put one
+ * there first, and returns the state there; NULL, counted, when the map
+ * is full. */
+static __always_inline struct conn_state *insert_conn(__u64 cookie, struct conn_state *fresh)
+{
+	bpf_map_update_elem(&conns, &cookie, fresh, BPF_NOEXIST);
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
+	if (!c) {
+		struct target_stats *s = stats_of(fresh->rec.target);
+		COUNT(s, lost_conns, 1);
+	}
+	return c;
+}
+
 /* A connection's state, created on its first sight in phase, with flags;
  * just_read is what the operation that sees it read. */
 static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie, __u32 target, __u32 tid,
@@ -182,66 +217,29 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
 	if (c)
 		return c;
-
-	__u32 zero = 0;
-	struct conn_state *fresh = bpf_map_lookup_elem(&conn_template, &zero);
-	if (!fresh)
-		return 0;
 	__u16 port;
 	bool served = served_socket(sk, &port);
-	fresh->rec.tgid = bpf_get_current_pid_tgid() >> 32;
-	fresh->rec.tid = tid;
-	fresh->rec.target = target;
-	fresh->rec.flags = flags;
-	fresh->rec.local_port = port;
-	fresh->phase = phase;
-	fresh->role = served ? ROLE_SERVER : ROLE_OTHER;
-	fresh->in_off = 0;
-	fresh->conn_flags = 0;
+	/* No count of bytes read is kept for a Unix socket: its requests are
+	 * counted from here. */
+	__u32 conn_flags = served && !port ? REQ_UNIX : 0;
+	struct conn_state *fresh =
+		fresh_conn(target, tid, phase, served ? ROLE_SERVER : ROLE_OTHER, conn_flags, port);
+	if (!fresh)
+		return 0;
+	fresh->rec.flags |= flags;
 	if (port) {
 		__u64 consumed = consumed_of(sk);
 		fresh->in_off = consumed > (__u64)just_read ? consumed - just_read : 0;
-	} else if (served) {
-		/* No count of bytes read is kept for a Unix socket: its
-		 * requests are counted from here. */
-		fresh->conn_flags = REQ_UNIX;
-		fresh->rec.flags |= REQ_UNIX;
 	}
-	if (bpf_map_update_elem(&conns, &cookie, fresh, BPF_NOEXIST)) {
-		c = bpf_map_lookup_elem(&conns, &cookie);
-		if (!c) {
-			struct target_stats *s = stats_of(target);
-			COUNT(s, lost_conns, 1);
-		}
-		return c;
-	}
-	return bpf_map_lookup_elem(&conns, &cookie);
+	return insert_conn(cookie, fresh);
 }
 
 /* A stdio channel's state, created on its first read: a server
  * connection with no port, counted from here. */
 static __always_inline struct conn_state *stdio_conn_of(__u64 cookie, __u32 target, __u32 tid)
 {
-	__u32 zero = 0;
-	struct conn_state *fresh = bpf_map_lookup_elem(&conn_template, &zero);
-	if (!fresh)
-		return 0;
-	fresh->rec.tgid = bpf_get_current_pid_tgid() >> 32;
-	fresh->rec.tid = tid;
-	fresh->rec.target = target;
-	fresh->rec.flags = REQ_STDIO;
-	fresh->rec.local_port = 0;
-	fresh->phase = PHASE_IDLE;
-	fresh->role = ROLE_SERVER;
-	fresh->in_off = 0;
-	fresh->conn_flags = REQ_STDIO;
-	bpf_map_update_elem(&conns, &cookie, fresh, BPF_NOEXIST);
-	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
-	if (!c) {
-		struct target_stats *s = stats_of(target);
-		COUNT(s, lost_conns, 1);
-	}
-	return c;
+	struct conn_state *fresh = fresh_conn(target, tid, PHASE_IDLE, ROLE_SERVER, REQ_STDIO, 0);
+	return fresh ? insert_conn(cookie, fresh) : 0;
 }
 
 /* A server connection's state, or NULL for any other connection. */

@@ -293,7 +293,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	}
 	k->mode = MODE_SYSCALL;
 	k->syscall_nr = id;
-	if (id == NR_CLOSE)
+	if (id == NR_CLOSE && watch_unix)
 		closing_fd(BPF_CORE_READ(regs, di));
 
 	if (cfg.capture_bytes)

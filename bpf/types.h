@@ -386,6 +386,9 @@ volatile __u32 targets_generation;
 volatile __u64 syscall_overhead_ns;
 /* Descriptors in stdio_fds: while 0, no read or write looks there. */
 volatile __u32 stdio_channels;
+/* Set once a Unix socket is in listen_unix: until then no close(fd) looks
+ * for a Unix socket behind fd. */
+volatile __u32 watch_unix;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

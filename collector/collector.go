@@ -746,6 +746,11 @@ func refreshListenPorts(objs *bpfObjects, procs []*process) error {
 				return fmt.Errorf("registering Unix socket %s: %w", path, err)
 			}
 		}
+		if len(paths) > 0 {
+			if err := objs.WatchUnix.Set(uint32(1)); err != nil {
+				return fmt.Errorf("watching Unix sockets: %w", err)
+			}
+		}
 	}
 	return nil
 }

@@ -330,6 +330,7 @@ const (
 	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
 	reqprofVarUnusedUnixPath       = "unused_unix_path"
+	reqprofVarWatchUnix            = "watch_unix"
 )
 
 // loadReqprof returns the embedded CollectionSpec for reqprof.
@@ -440,6 +441,7 @@ type reqprofVariableSpecs struct {
 	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
+	WatchUnix            *ebpf.VariableSpec `ebpf:"watch_unix"`
 }
 
 // reqprofObjects contains all objects after they have been loaded into the kernel.
@@ -523,6 +525,7 @@ type reqprofVariables struct {
 	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
+	WatchUnix            *ebpf.Variable `ebpf:"watch_unix"`
 }
 
 // reqprofPrograms contains all programs after they have been loaded into the kernel.
