@@ -496,6 +496,11 @@ func TestMCPServerOverStdio(t *testing.T) {
 	requireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
 	cmd := exec.Command(bin, "--light", "100us", "--heavy", "400us")
+	// One P: the SDK runs each call's handler in a goroutine of its own
+	// that never touches stdio, and with two Ps it may run on a thread that
+	// was not handed the call, where its CPU is no request's (docs/LIMITS.md,
+	// Go servers): the tools' difference then came out 0 to 17% over.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "reqprof-test-client", Version: "1"}, nil)
