@@ -901,8 +901,7 @@ func (res *consumeResult) add(d decodedRecord) {
 		res.stacksFinished(&d, false, d.request.Route)
 		return
 	}
-	s := res.bursts.burst(&d)
-	f := res.bursts.conns[d.request.Conn]
+	s, f := res.bursts.burst(&d)
 	r := d.request
 	carried := f != nil && f.carrying
 	if carried {

@@ -129,8 +129,9 @@ type split struct {
 	protocol stream.Protocol
 }
 
-// burst splits one burst record of a connection.
-func (b *bursts) burst(d *decodedRecord) split {
+// burst splits one burst record of a connection, and returns the state
+// kept of the connection, if any.
+func (b *bursts) burst(d *decodedRecord) (split, *followed) {
 	f := b.conns[d.request.Conn]
 	chunked := d.flags&uint32(reqprofRecordFlagsREQ_CHUNKED) != 0
 	if len(d.payload) == 0 && !chunked {
@@ -140,7 +141,7 @@ func (b *bursts) burst(d *decodedRecord) split {
 		if f != nil {
 			f.conn = nil
 		}
-		return split{fallback: "bytes not captured (a read begun before attach)"}
+		return split{fallback: "bytes not captured (a read begun before attach)"}, f
 	}
 	if f == nil && !chunked {
 		// The common case: a connection with nothing held, a burst whose
@@ -162,7 +163,7 @@ func (b *bursts) burst(d *decodedRecord) split {
 			f.conn, f.target = b.scratch, d.target
 			b.scratch = nil
 		}
-		return s
+		return s, f
 	}
 	if f == nil {
 		// Its chunks were dropped at the bound.
@@ -172,7 +173,7 @@ func (b *bursts) burst(d *decodedRecord) split {
 	chunks := f.chunks
 	f.chunks, f.held = nil, 0
 	if f.failed != "" {
-		return split{fallback: f.failed}
+		return split{fallback: f.failed}, f
 	}
 	if f.conn == nil {
 		f.conn = stream.NewConnAt(d.localPort, d.streamOff)
@@ -182,7 +183,7 @@ func (b *bursts) burst(d *decodedRecord) split {
 		// Kept for its reason, not its bytes.
 		f.failed, f.conn = fallbackReason(err, d.streamOff), nil
 	}
-	return s
+	return s, f
 }
 
 // parse feeds conn a burst's bytes: its payload, then its chunks. Bytes
