@@ -16,8 +16,10 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt, u
 {
 	if (!prev->pid) /* the idle task */
 		return;
-	/* Seen for the first time here: it has run since before enable. */
-	struct thread_state *st = target_thread(prev, enable_ns);
+	__u32 plus1 = target_plus1_of(prev);
+	if (!plus1)
+		return;
+	struct thread_state *st = running_thread_of(prev, plus1 - 1);
 	if (!st)
 		return;
 	follow_goroutine(st);
@@ -58,6 +60,11 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 		cpu->tid = next_tid;
 		cpu->target_plus1 = plus1;
 		cpu->generation = targets_generation;
+		/* Kept for every task: one whose process becomes a target while
+		 * it runs has its slice start here (running_thread_of). */
+		cpu->running_tid = next_tid;
+		cpu->running_since_ns = now;
+		cpu->running_sched_at_in = next->se.sum_exec_runtime;
 	}
 	if (!plus1)
 		return;

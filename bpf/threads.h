@@ -58,29 +58,67 @@ static __always_inline __u32 current_target_plus1(struct cpu_state *cpu, __u32 *
 	return plus1;
 }
 
-/* A target thread's state, created on first sight with its on-CPU time
- * running since run_start_ns (0: not on a CPU). */
-static __always_inline struct thread_state *thread_of(struct task_struct *task, __u32 target, __u64 run_start_ns)
-{
-	struct thread_state *st = bpf_task_storage_get(&threads, task, 0, 0);
-	if (st)
-		return st;
+/* A run start before any window opened: new_thread makes it the opening. */
+#define RUNNING_SINCE_BEFORE_OPENING 1
 
+/* A target thread's state, created now: its on-CPU time running since
+ * run_start_ns (0: not on a CPU), the kernel's sum_exec_runtime then being
+ * sched_at_in (0: unknown, the slice is not sized). None while its target's
+ * window is not open: a target is registered before it is opened (its CPU
+ * clock read then), so time before that is never counted. A thread on a
+ * CPU since before the opening counts from the opening. */
+static __always_inline struct thread_state *new_thread(struct task_struct *task, __u32 target, __u64 run_start_ns, __u64 sched_at_in)
+{
+	if (target >= MAX_TARGETS)
+		return 0;
+	__u64 opened_ns = target_opened_ns[target];
+	if (!opened_ns)
+		return 0;
+	if (run_start_ns && run_start_ns < opened_ns) {
+		run_start_ns = opened_ns;
+		sched_at_in = 0;
+	}
 	__u32 zero = 0;
 	struct thread_state *fresh = bpf_map_lookup_elem(&thread_template, &zero);
 	if (!fresh)
 		return 0;
 	/* The only fields ever set in the template: the rest stays 0. */
 	fresh->clock.run_start_ns = run_start_ns;
+	fresh->clock.sched_at_in = sched_at_in;
 	fresh->clock.mode = MODE_UNKNOWN;
 	fresh->target = target;
 	struct target_stats *s = stats_of(target);
-	st = bpf_task_storage_get(&threads, task, fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct thread_state *st = bpf_task_storage_get(&threads, task, fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (st)
 		COUNT(s, threads_seen, 1);
 	else
 		COUNT(s, lost_threads, 1); /* out of memory */
 	return st;
+}
+
+/* A target thread's state, created on first sight with its on-CPU time
+ * running since run_start_ns (0: not on a CPU). */
+static __always_inline struct thread_state *thread_of(struct task_struct *task, __u32 target, __u64 run_start_ns)
+{
+	struct thread_state *st = bpf_task_storage_get(&threads, task, 0, 0);
+	return st ? st : new_thread(task, target, run_start_ns, 0);
+}
+
+/* The state of a target thread running on this CPU, created on first sight
+ * (it was switched in before its target's window opened): its slice began
+ * when this CPU last switched it in, by the CPU's record of that switch, so
+ * the slice is sized as any other when it began inside the window. Without
+ * a record (no switch on this CPU since the programs were attached), it
+ * counts from the opening. */
+static __always_inline struct thread_state *running_thread_of(struct task_struct *task, __u32 target)
+{
+	struct thread_state *st = bpf_task_storage_get(&threads, task, 0, 0);
+	if (st)
+		return st;
+	struct cpu_state *cpu = this_cpu();
+	if (cpu && cpu->running_tid == task->pid && cpu->running_since_ns)
+		return new_thread(task, target, cpu->running_since_ns, cpu->running_sched_at_in);
+	return new_thread(task, target, RUNNING_SINCE_BEFORE_OPENING, 0);
 }
 
 /* A task's state if it is a target's thread, created on first sight. */
@@ -98,8 +136,7 @@ static __always_inline struct thread_state *current_thread(struct cpu_state *cpu
 	__u32 plus1 = current_target_plus1(cpu, tid);
 	if (!plus1)
 		return 0;
-	/* Seen for the first time here: it has run since before enable. */
-	return thread_of(bpf_get_current_task_btf(), plus1 - 1, enable_ns);
+	return running_thread_of(bpf_get_current_task_btf(), plus1 - 1);
 }
 
 /* Where the thread's costs go: its request, the tail of the response it

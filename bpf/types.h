@@ -322,10 +322,14 @@ struct cpu_state {
 	__u64 softirq_start_ns;   /* 0: no softirq over a target thread */
 	__u64 irq_start_ns;       /* 0: no hard irq over a target thread */
 	__u64 irq_in_softirq_ns;  /* hard irq time inside the running softirq */
+	__u64 running_since_ns;    /* when running_tid was put on this CPU */
+	__u64 running_sched_at_in; /* its sum_exec_runtime then */
+	__u32 running_tid;         /* the task last put on this CPU */
 	__u32 tid;
 	__u32 target_plus1; /* 0: not a target */
 	__u32 generation;   /* targets_generation when filled in */
 	__u32 softirq_vec;
+	__u32 pad;
 };
 
 /* Go servers run many goroutines on few threads and move them between
@@ -370,10 +374,12 @@ const enum sample_flags *unused_sample_flags __attribute__((unused));
 
 volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
-/* Set by the collector once every program is attached, so that all of them
- * start counting at the same instant, enable_ns (CLOCK_MONOTONIC). */
+/* Set by the collector once every program is attached. */
 volatile __u32 enabled;
-volatile __u64 enable_ns;
+/* When each target's window opened (0: not open): set after its processes
+ * are in the targets map, just before the collector reads its CPU clock.
+ * No time of its threads before then is counted (threads.h: new_thread). */
+volatile __u64 target_opened_ns[MAX_TARGETS];
 /* Bumped by the collector whenever the targets map changes, so that no CPU
  * goes on trusting an answer about a task given before. */
 volatile __u32 targets_generation;

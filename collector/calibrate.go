@@ -66,6 +66,13 @@ func measureSyscallEntry(objs *bpfObjects) (uint64, error) {
 	if err := objs.Targets.Put(self, uint32(calibrationTarget)); err != nil {
 		return 0, fmt.Errorf("calibrating: %w", err)
 	}
+	// Open, as a target's window is, for the measure; closed after.
+	var opened [reqprofLimitsMAX_TARGETS]uint64
+	opened[calibrationTarget] = monotonicNs()
+	if err := objs.TargetOpenedNs.Set(opened); err != nil {
+		return 0, fmt.Errorf("calibrating: %w", err)
+	}
+	defer objs.TargetOpenedNs.Set([reqprofLimitsMAX_TARGETS]uint64{})
 	// Answers cached before this process became a target are void.
 	if err := objs.TargetsGeneration.Set(uint32(generationCalibrating)); err != nil {
 		return 0, fmt.Errorf("calibrating: %w", err)

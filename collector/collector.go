@@ -238,8 +238,8 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	consumed := make(chan consumeResult, 1)
 	go func() { consumed <- consume(s.reader, len(s.procs), cfg, stacks) }()
 
-	// Open the window: a target's threads seen first after this have run
-	// since enable_ns; its CPU clock is read at the same instant.
+	// Open the window: each target's threads count from its opening, when
+	// its CPU clock is read.
 	meta := hostMeta(s.overhead.entryNs)
 	s.overhead.open()
 	defer s.overhead.dropStats() // on a return before the window closes
@@ -268,19 +268,26 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	return run, err
 }
 
-// closeWindow stops counting, then reads the process clocks at the same
-// instant so both accountings cover the same time (and sees whether the
-// targets exited or exec'd since the last poll), detaches the programs
-// and drains the ring buffer.
+// closeWindow reads the process clocks and stops counting at the same
+// instant, so both accountings cover the same time, sees whether the
+// targets exited or exec'd since the last poll, detaches the programs and
+// drains the ring buffer.
 func (s *session) closeWindow(startNs uint64) (endNs uint64, cost profile.Overhead, err error) {
+	// The clocks are read right before the programs stop, not after the
+	// work below: a target's CPU in between would be the kernel's alone.
+	clocks := make([]uint64, len(s.procs))
+	clockErrs := make([]error, len(s.procs))
+	for i, p := range s.procs {
+		clocks[i], clockErrs[i] = ProcessCPUNs(p.PID)
+	}
 	if err := s.objs.Enabled.Set(uint32(0)); err != nil {
 		return 0, cost, fmt.Errorf("disabling the programs: %w", err)
 	}
 	endNs = monotonicNs()
 	cost = s.overhead.close()
-	for _, p := range s.procs {
-		if !p.exited {
-			p.poll(time.Duration(endNs - startNs))
+	for i, p := range s.procs {
+		if !p.exited && p.poll(time.Duration(endNs-startNs)) != targetExited && clockErrs[i] == nil {
+			p.schedNsAt = clocks[i]
 		}
 	}
 	s.countOthers()
@@ -317,9 +324,8 @@ func (cfg Config) bpfConfig() reqprofConfig {
 // the programs cached about which task is a target.
 const (
 	generationNoTargets   = 1 // enabled, for the calibration
-	generationTargets     = 2 // the window is open
 	generationCalibrating = 3 // the collector's own process is a target
-	generationChanged     = 4 // and up: the targets map changed in the window
+	generationChanged     = 4 // and up: targets registered or forgotten
 )
 
 // enableAndCalibrate starts the programs with no target registered and
@@ -328,29 +334,47 @@ func enableAndCalibrate(objs *bpfObjects, overhead *overheadMeter) error {
 	if err := objs.TargetsGeneration.Set(uint32(generationNoTargets)); err != nil {
 		return fmt.Errorf("enabling the programs: %w", err)
 	}
-	if err := objs.EnableNs.Set(monotonicNs()); err != nil {
-		return fmt.Errorf("enabling the programs: %w", err)
-	}
 	if err := objs.Enabled.Set(uint32(1)); err != nil {
 		return fmt.Errorf("enabling the programs: %w", err)
 	}
 	return overhead.calibrate()
 }
 
-// openWindow registers the targets: a target's threads seen first after
-// this have run since the window's start, and each target's CPU clock is
-// read at the same instant.
+// testHookTargetRegistered, when set by a test, runs between a target's
+// registration and its opening: where the collector may lose its CPU.
+var testHookTargetRegistered func()
+
+// openWindow registers and opens the targets, and reads each one's CPU
+// clock at its opening.
 func openWindow(objs *bpfObjects, procs []*process, followChildren bool, stdio StdioMode) (startNs uint64, err error) {
-	startNs = monotonicNs()
-	if err := objs.EnableNs.Set(startNs); err != nil {
-		return 0, fmt.Errorf("setting the window start: %w", err)
-	}
-	for i, p := range procs {
-		p.schedNs0, _ = ProcessCPUNs(p.PID)
-		p.schedNsAt = p.schedNs0
-		if err := p.register(objs, i, followChildren); err != nil {
+	// What takes time (reading each binary for its Go layout, listing
+	// children) is done first, so the targets open close together.
+	for _, p := range procs {
+		if err := p.prepare(objs, followChildren); err != nil {
 			return 0, err
 		}
+	}
+	// Each target is registered, then opened: its threads' time counts
+	// from the opening (none before it, whenever the programs first see
+	// them), and its CPU clock is read at the opening.
+	startNs = monotonicNs()
+	var opened [reqprofLimitsMAX_TARGETS]uint64
+	for i, p := range procs {
+		if err := p.register(objs, i); err != nil {
+			return 0, err
+		}
+		if err := bumpTargetsGeneration(objs); err != nil {
+			return 0, err
+		}
+		if testHookTargetRegistered != nil {
+			testHookTargetRegistered()
+		}
+		opened[i] = monotonicNs()
+		if err := objs.TargetOpenedNs.Set(opened); err != nil {
+			return 0, fmt.Errorf("opening the window of target %d: %w", p.PID, err)
+		}
+		p.schedNs0, _ = ProcessCPUNs(p.PID)
+		p.schedNsAt = p.schedNs0
 		// Gone already: what was read by its pid may be another's.
 		p.exited = hasExited(p.pidfd)
 	}
@@ -369,9 +393,6 @@ func openWindow(objs *bpfObjects, procs []*process, followChildren bool, stdio S
 	}
 	if err := objs.StdioChannels.Set(uint32(channels)); err != nil {
 		return 0, fmt.Errorf("registering stdio channels: %w", err)
-	}
-	if err := objs.TargetsGeneration.Set(uint32(generationTargets)); err != nil {
-		return 0, fmt.Errorf("registering targets: %w", err)
 	}
 	return startNs, nil
 }
@@ -477,10 +498,10 @@ func openProcess(t Target) (*process, error) {
 	return p, nil
 }
 
-// register puts a target's processes into the targets map: its own, its
-// members, and with children followed, its descendants now (the programs
-// add later ones as they fork).
-func (p *process) register(objs *bpfObjects, index int, followChildren bool) error {
+// prepare finds a target's processes: its own, its members, and with
+// children followed, its descendants now (the programs add later ones as
+// they fork); and gives the programs each one's Go layout.
+func (p *process) prepare(objs *bpfObjects, followChildren bool) error {
 	pids := append([]int{p.PID}, p.members...)
 	if followChildren {
 		for _, pid := range pids {
@@ -488,7 +509,7 @@ func (p *process) register(objs *bpfObjects, index int, followChildren bool) err
 		}
 	}
 	for i, pid := range pids {
-		goroutines, err := addProcess(objs, pid, index, ebpf.UpdateAny)
+		goroutines, err := setGoLayout(objs, pid)
 		if err != nil {
 			return fmt.Errorf("registering target %d: %w", pid, err)
 		}
@@ -498,6 +519,16 @@ func (p *process) register(objs *bpfObjects, index int, followChildren bool) err
 	}
 	if len(pids) > 1 {
 		p.members = pids[1:]
+	}
+	return nil
+}
+
+// register makes p's processes, as prepare found them, target index.
+func (p *process) register(objs *bpfObjects, index int) error {
+	for _, pid := range append([]int{p.PID}, p.members...) {
+		if err := objs.Targets.Update(uint32(pid), uint32(index), ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("registering target %d: %w", pid, err)
+		}
 	}
 	return nil
 }
@@ -653,10 +684,20 @@ func (s *session) forget(p *process) {
 	p.forgotten = true
 	_ = s.objs.Targets.Delete(uint32(p.PID))
 	_ = s.objs.GoLayouts.Delete(uint32(p.PID))
+	_ = bumpTargetsGeneration(s.objs)
+}
+
+// bumpTargetsGeneration voids the answers CPUs cached about which task is
+// a target, after the targets map changed.
+func bumpTargetsGeneration(objs *bpfObjects) error {
 	var generation uint32
-	if s.objs.TargetsGeneration.Get(&generation) == nil {
-		_ = s.objs.TargetsGeneration.Set(max(generation+1, generationChanged))
+	if err := objs.TargetsGeneration.Get(&generation); err != nil {
+		return fmt.Errorf("registering targets: %w", err)
 	}
+	if err := objs.TargetsGeneration.Set(max(generation+1, generationChanged)); err != nil {
+		return fmt.Errorf("registering targets: %w", err)
+	}
+	return nil
 }
 
 // countOthers notes how many other reqprof instances are loaded now.

@@ -77,14 +77,18 @@ type reqprofCost struct {
 }
 
 type reqprofCpuState struct {
-	_              structs.HostLayout
-	SoftirqStartNs uint64
-	IrqStartNs     uint64
-	IrqInSoftirqNs uint64
-	Tid            uint32
-	TargetPlus1    uint32
-	Generation     uint32
-	SoftirqVec     uint32
+	_                structs.HostLayout
+	SoftirqStartNs   uint64
+	IrqStartNs       uint64
+	IrqInSoftirqNs   uint64
+	RunningSinceNs   uint64
+	RunningSchedAtIn uint64
+	RunningTid       uint32
+	Tid              uint32
+	TargetPlus1      uint32
+	Generation       uint32
+	SoftirqVec       uint32
+	Pad              uint32
 }
 
 type reqprofGoLayout struct {
@@ -317,10 +321,10 @@ const (
 	reqprofVarCalibrationSyscalls  = "calibration_syscalls"
 	reqprofVarCalibrationTid       = "calibration_tid"
 	reqprofVarCfg                  = "cfg"
-	reqprofVarEnableNs             = "enable_ns"
 	reqprofVarEnabled              = "enabled"
 	reqprofVarStdioChannels        = "stdio_channels"
 	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
+	reqprofVarTargetOpenedNs       = "target_opened_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
 	reqprofVarUnusedChunkRecord    = "unused_chunk_record"
 	reqprofVarUnusedLimits         = "unused_limits"
@@ -428,10 +432,10 @@ type reqprofVariableSpecs struct {
 	CalibrationSyscalls  *ebpf.VariableSpec `ebpf:"calibration_syscalls"`
 	CalibrationTid       *ebpf.VariableSpec `ebpf:"calibration_tid"`
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
-	EnableNs             *ebpf.VariableSpec `ebpf:"enable_ns"`
 	Enabled              *ebpf.VariableSpec `ebpf:"enabled"`
 	StdioChannels        *ebpf.VariableSpec `ebpf:"stdio_channels"`
 	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
+	TargetOpenedNs       *ebpf.VariableSpec `ebpf:"target_opened_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
 	UnusedChunkRecord    *ebpf.VariableSpec `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
@@ -512,10 +516,10 @@ type reqprofVariables struct {
 	CalibrationSyscalls  *ebpf.Variable `ebpf:"calibration_syscalls"`
 	CalibrationTid       *ebpf.Variable `ebpf:"calibration_tid"`
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
-	EnableNs             *ebpf.Variable `ebpf:"enable_ns"`
 	Enabled              *ebpf.Variable `ebpf:"enabled"`
 	StdioChannels        *ebpf.Variable `ebpf:"stdio_channels"`
 	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
+	TargetOpenedNs       *ebpf.Variable `ebpf:"target_opened_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
 	UnusedChunkRecord    *ebpf.Variable `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`

@@ -64,7 +64,10 @@ func TestStacksSamplingCost(t *testing.T) {
 	if err := objs.Targets.Put(uint32(os.Getpid()), uint32(0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := objs.TargetsGeneration.Set(uint32(generationTargets)); err != nil {
+	if err := objs.TargetsGeneration.Set(uint32(generationChanged)); err != nil {
+		t.Fatal(err)
+	}
+	if err := objs.TargetOpenedNs.Set([reqprofLimitsMAX_TARGETS]uint64{monotonicNs()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := objs.Enabled.Set(uint32(1)); err != nil {
