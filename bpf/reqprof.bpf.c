@@ -184,12 +184,25 @@ static __always_inline void sent(struct sock_op *op, int ret)
 	note_goroutine(op->st, op->cookie);
 }
 
+/* A write on a stdio channel, whose record is sent once the writer's
+ * charges reached its request. */
+struct stdio_write {
+	struct conn_state *c;
+	__u64 cookie;
+	__u64 buf; /* the bytes written, or their first iovec's */
+	__u64 off; /* in the channel's output */
+	__u32 len;
+	__u32 buf_len; /* of them in buf */
+};
+
 /* A read or write of a target thread on a descriptor its process serves
  * requests on without a socket (stdin and stdout, MCP's stdio transport),
  * done at the syscall's exit, before its time is charged, as the socket
  * tracepoints do inside it. A channel starts with a read: writes to stdout
- * before any request was read (a log) are none of its responses. */
-static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struct pt_regs *regs, long ret)
+ * before any request was read (a log) are none of its responses. A write
+ * fills w. */
+static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struct pt_regs *regs, long ret,
+				       struct stdio_write *w)
 {
 	if (ret <= 0)
 		return;
@@ -216,8 +229,24 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 		if (cfg.capture_bytes)
 			read_buffer(&st->serving, regs, nr);
 		received(&op, ret);
+		return;
+	}
+	sent(&op, ret);
+	w->c = op.c;
+	w->cookie = op.cookie;
+	w->len = ret;
+	w->buf_len = ret;
+	w->off = __sync_fetch_and_add(&op.c->out_off, ret);
+	__u64 arg2 = BPF_CORE_READ(regs, si);
+	if (nr == NR_WRITE) {
+		w->buf = arg2;
 	} else {
-		sent(&op, ret);
+		__u64 first[2] = {}; /* struct iovec: base, len */
+		if (arg2 && !bpf_probe_read_user(first, sizeof(first), (void *)arg2)) {
+			w->buf = first[0];
+			if (first[1] < w->buf_len)
+				w->buf_len = first[1]; /* what follows is in the next buffers */
+		}
 	}
 }
 
@@ -311,8 +340,9 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	struct thread_clock *k = &st->clock;
 	cut(st, bpf_ktime_get_ns(), false);
 	calibration_exit(st, tid);
+	struct stdio_write w = {};
 	if (stdio_channels)
-		stdio_done(st, tid, regs, ret);
+		stdio_done(st, tid, regs, ret, &w);
 	/* The syscall's whole CPU goes to the request it served, known now.
 	 * Entered before the window: its number is unknown. */
 	charge(st, k->held_ns, k->mode == MODE_SYSCALL ? k->syscall_nr : SYSCALL_UNKNOWN);
@@ -324,6 +354,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		st->serving.wrote = 0;
 		st->serving.in_tail = 1;
 	}
+	if (w.c)
+		send_response(w.c, w.cookie, w.buf, w.buf_len, w.off, w.len);
 	return 0;
 }
 

@@ -34,6 +34,10 @@ enum limits {
 	 * HTTP/2 streams). What a read brings beyond that is a gap, which the
 	 * collector sees from the offsets. */
 	CHUNK_BYTES = 4096,
+	/* Bytes of a write on a stdio channel sent with its RECORD_RESPONSE:
+	 * enough for a JSON-RPC response's "id", which encoders put first or
+	 * after "jsonrpc" (and after an LSP Content-Length header). */
+	RESPONSE_HEAD = 256,
 	CHUNKS_PER_READ = 4,
 	RINGBUF_BYTES = 8 << 20,
 	WAKEUP_BYTES = RINGBUF_BYTES / 4,
@@ -117,6 +121,12 @@ enum record_kind {
 	RECORD_CHUNK = 2,   /* struct chunk_record: inbound bytes of a connection */
 	RECORD_CLOSED = 3,  /* struct chunk_record with no data: a streamed connection closed */
 	RECORD_STACK = 4,   /* struct stack_sample: a target thread's stacks, sampled on a CPU */
+	/* struct request_record, sent at each write on a stdio channel: the
+	 * open record as it stands after the write (its cost so far), with
+	 * stream_off the write's offset in the channel's output, bytes_out the
+	 * write's length and the payload its first RESPONSE_HEAD bytes, so that
+	 * the collector reads the JSON-RPC id it answers. */
+	RECORD_RESPONSE = 5,
 };
 
 /* stack_sample.flags */
@@ -226,6 +236,9 @@ struct conn_state {
 	__u32 streamed;
 	/* Flags every request of it carries (REQ_UNIX). */
 	__u32 conn_flags;
+	/* Bytes written to it so far (stdio channels only): where each
+	 * write's RECORD_RESPONSE starts in its output. */
+	__u64 out_off;
 };
 
 /* A thread's on-CPU time, cut into pieces at syscall boundaries and

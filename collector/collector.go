@@ -889,6 +889,15 @@ func (res *consumeResult) decode(b []byte) {
 			return
 		}
 		res.add(d)
+	case uint32(reqprofRecordKindRECORD_RESPONSE):
+		d, err := decodeRecordOf(b, kind)
+		if err != nil || int(d.target) >= len(res.finished) {
+			res.malformed++
+			return
+		}
+		if !res.noPayload {
+			res.bursts.response(&d)
+		}
 	case uint32(reqprofRecordKindRECORD_CHUNK), uint32(reqprofRecordKindRECORD_CLOSED):
 		c, err := decodeChunk(b)
 		if err != nil || int(c.target) >= len(res.finished) {
@@ -943,6 +952,9 @@ func (res *consumeResult) add(d decodedRecord) {
 		return
 	}
 	s, f := res.bursts.burst(&d)
+	if f != nil && f.answers != nil && res.matchByID(&d, s, f) {
+		return
+	}
 	r := d.request
 	carried := f != nil && f.carrying
 	if carried {
@@ -1020,6 +1032,9 @@ func (res *consumeResult) carried() []uint64 {
 	for _, f := range res.bursts.conns {
 		if f.carrying && int(f.target) < len(ns) {
 			ns[f.target] += f.carry.CPUNs()
+		}
+		if f.answers != nil && int(f.target) < len(ns) {
+			ns[f.target] += f.answers.inFlightNs()
 		}
 	}
 	return ns

@@ -79,6 +79,12 @@ func decodeChunk(b []byte) (decodedChunk, error) {
 // than the header, or claiming more payload than it carries, is rejected
 // rather than read past.
 func decodeRecord(b []byte) (decodedRecord, error) {
+	return decodeRecordOf(b, uint32(reqprofRecordKindRECORD_REQUEST))
+}
+
+// decodeRecordOf parses a sample laid out as a request record, of kind
+// (RECORD_REQUEST or RECORD_RESPONSE).
+func decodeRecordOf(b []byte, kind uint32) (decodedRecord, error) {
 	if len(b) < recordHeaderSize {
 		return decodedRecord{}, fmt.Errorf("request record of %d bytes, want at least %d", len(b), recordHeaderSize)
 	}
@@ -89,8 +95,8 @@ func decodeRecord(b []byte) (decodedRecord, error) {
 	}
 	// The view covers only the header: the payload is taken from b.
 	r := (*reqprofRequestRecord)(unsafe.Pointer(&b[0]))
-	if r.Kind != uint32(reqprofRecordKindRECORD_REQUEST) {
-		return decodedRecord{}, fmt.Errorf("record of kind %d is no request record", r.Kind)
+	if r.Kind != kind {
+		return decodedRecord{}, fmt.Errorf("record of kind %d, want %d", r.Kind, kind)
 	}
 	if r.StartNs > math.MaxInt64 || r.EndNs > math.MaxInt64 || r.FirstWriteNs > math.MaxInt64 {
 		return decodedRecord{}, fmt.Errorf("request record times %d..%d are no monotonic clock readings", r.StartNs, r.EndNs)

@@ -58,6 +58,7 @@ type reqprofConnState struct {
 	FollowAll uint32
 	Streamed  uint32
 	ConnFlags uint32
+	OutOff    uint64
 }
 
 type reqprofCost struct {
@@ -117,6 +118,7 @@ const (
 	reqprofLimitsPAYLOAD_MAX          reqprofLimits = 512
 	reqprofLimitsPAYLOAD_BUF          reqprofLimits = 1024
 	reqprofLimitsCHUNK_BYTES          reqprofLimits = 4096
+	reqprofLimitsRESPONSE_HEAD        reqprofLimits = 256
 	reqprofLimitsCHUNKS_PER_READ      reqprofLimits = 4
 	reqprofLimitsRINGBUF_BYTES        reqprofLimits = 8388608
 	reqprofLimitsWAKEUP_BYTES         reqprofLimits = 2097152
@@ -137,10 +139,11 @@ const (
 type reqprofRecordKind uint32
 
 const (
-	reqprofRecordKindRECORD_REQUEST reqprofRecordKind = 1
-	reqprofRecordKindRECORD_CHUNK   reqprofRecordKind = 2
-	reqprofRecordKindRECORD_CLOSED  reqprofRecordKind = 3
-	reqprofRecordKindRECORD_STACK   reqprofRecordKind = 4
+	reqprofRecordKindRECORD_REQUEST  reqprofRecordKind = 1
+	reqprofRecordKindRECORD_CHUNK    reqprofRecordKind = 2
+	reqprofRecordKindRECORD_CLOSED   reqprofRecordKind = 3
+	reqprofRecordKindRECORD_STACK    reqprofRecordKind = 4
+	reqprofRecordKindRECORD_RESPONSE reqprofRecordKind = 5
 )
 
 type reqprofRequestRecord struct {

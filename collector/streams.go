@@ -48,6 +48,9 @@ type followed struct {
 	// failed says why its bytes cannot be followed, once they could not:
 	// its bursts count one request each from then on.
 	failed string
+	// answers follows a stdio channel's responses, to end each JSON-RPC
+	// call at the response with its id (responses.go).
+	answers *answering
 }
 
 type heldChunk struct {

@@ -364,3 +364,58 @@ func hex4(b []byte) (rune, bool) {
 	}
 	return r, true
 }
+
+// RPCFields is what a JSON-RPC message, possibly cut, shows of the top-level
+// members that say what it is: its id's raw text, and whether it has a
+// method, a result or an error. A member found before a cut counts, so ID
+// is whole or nil: an id cut by the end of msg is no id.
+type RPCFields struct {
+	ID       []byte // the id's JSON text as sent (a string with its quotes), nil when absent or cut
+	Method   bool
+	Result   bool // "result" or "error": a response
+	Complete bool // the object was read to its end
+	JSONRPC2 bool
+	NullID   bool // "id":null, which answers a request whose id could not be read
+}
+
+// ReadRPCFields reads the top-level members of the object msg starts with.
+func ReadRPCFields(msg []byte) RPCFields {
+	var f RPCFields
+	var seenID, seenMethod, seenResult, seenJSONRPC bool
+	s := scanner{b: msg}
+	f.Complete = s.object(func(key []byte) bool {
+		switch {
+		case !seenID && keyIs(key, "id"):
+			seenID = true
+			c, ok := s.peek()
+			if !ok {
+				return false
+			}
+			start := s.i
+			if !s.skipValue() {
+				return false
+			}
+			switch raw := msg[start:s.i]; {
+			case c == '"' || c == '-' || isDigit(c):
+				f.ID = raw
+			case string(raw) == "null":
+				f.NullID = true
+			}
+			return true
+		case !seenMethod && keyIs(key, "method"):
+			seenMethod, f.Method = true, true
+		case !seenResult && (keyIs(key, "result") || keyIs(key, "error")):
+			seenResult, f.Result = true, true
+		case !seenJSONRPC && keyIs(key, "jsonrpc"):
+			seenJSONRPC = true
+			raw, isString, ok := s.stringValue()
+			if isString {
+				version, complete := text(raw, len("2.0"), jsonRune)
+				f.JSONRPC2 = complete && version == "2.0"
+			}
+			return ok
+		}
+		return s.skipValue()
+	})
+	return f
+}

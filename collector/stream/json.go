@@ -304,10 +304,30 @@ func (c *Conn) jsMessage(msg []byte) {
 		case !method:
 			name = append(name, "jsonrpc"...)
 		}
+		queued := len(c.out)
 		c.emit(name, JSONRPC, rpc && j.hasMethod && !j.hasID, rpc && !j.hasMethod)
+		if rpc && j.hasMethod && j.hasID && len(c.out) > queued {
+			// A call: its response is matched to it by id.
+			if f := route.ReadRPCFields(msg); f.ID != nil {
+				q := &c.out[len(c.out)-1]
+				q.hasID, q.id = true, IDKey(f.ID)
+			}
+		}
 	}
 	c.scratch = name
 	j.hasID, j.hasMethod = false, false
+}
+
+// IDKey is the key a JSON-RPC id's text (as sent: a string with its
+// quotes) is matched by: its FNV-1a hash, so that keeping it costs no
+// allocation. A response echoes its request's id as the request spelled it.
+func IDKey(id []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, b := range id {
+		h ^= uint64(b)
+		h *= 1099511628211
+	}
+	return h
 }
 
 func isJSONDelimiter(b byte) bool {

@@ -218,3 +218,35 @@ func TestProtocolString(t *testing.T) {
 		}
 	}
 }
+
+// A call's id is read so that its response can be matched to it: as the
+// client spelled it, in raw JSON-RPC and in an LSP body; notifications,
+// client responses and ids cut or null have none.
+func TestJSONRPCIDs(t *testing.T) {
+	stream := `{"jsonrpc":"2.0","id":1,"method":"a"}` + "\n" +
+		`{"jsonrpc":"2.0","method":"b","\u0069d":"x\"y"}` + "\n" +
+		`{"jsonrpc":"2.0","method":"n"}` + "\n" +
+		`{"jsonrpc":"2.0","id":null,"method":"c"}` + "\n" +
+		`{"jsonrpc":"2.0","id":9,"result":{}}` + "\n" +
+		"Content-Length: 40\r\n\r\n" + `{"jsonrpc":"2.0","id":-3.5,"method":"d"}`
+	r := feed(t, 0, []byte(stream))
+	type idOf struct {
+		name  string
+		id    string
+		hasID bool
+	}
+	want := []idOf{{"a", "1", true}, {"b", `"x\"y"`, true}, {"n", "", false}, {"c", "", false}, {"jsonrpc", "", false}}
+	if len(r.reqs) != len(want) {
+		t.Fatalf("got %v", r)
+	}
+	for i, w := range want {
+		got := r.reqs[i]
+		if got.Name != w.name || got.HasID != w.hasID || w.hasID && got.ID != IDKey([]byte(w.id)) {
+			t.Errorf("request %d: %+v, want %s with id %q (%v)", i, got, w.name, w.id, w.hasID)
+		}
+	}
+	lsp := feed(t, 0, []byte("Content-Length: 40\r\n\r\n"+`{"jsonrpc":"2.0","id":-3.5,"method":"d"}`))
+	if len(lsp.reqs) != 1 || !lsp.reqs[0].HasID || lsp.reqs[0].ID != IDKey([]byte("-3.5")) {
+		t.Errorf("LSP: %+v", lsp.reqs)
+	}
+}

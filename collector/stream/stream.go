@@ -41,6 +41,10 @@ type Request struct {
 	// the client sends to a request of the server's. It gets no answer
 	// either.
 	Response bool
+	// ID is the key of a raw JSON-RPC request's id (IDKey of its text),
+	// valid when HasID: its response carries the same.
+	ID    uint64
+	HasID bool
 }
 
 // Errors that stop a Conn; Err wraps one of them with what was found.
@@ -96,6 +100,8 @@ type queued struct {
 	proto        Protocol
 	notification bool
 	response     bool
+	hasID        bool
+	id           uint64
 }
 
 // NewConn returns a Conn for a connection on localPort, to be fed from the
@@ -458,7 +464,7 @@ func (c *Conn) RequestsFunc(dst []Request, name func([]byte) string) []Request {
 		} else {
 			s = string(b)
 		}
-		dst = append(dst, Request{Name: s, Protocol: q.proto, Notification: q.notification, Response: q.response})
+		dst = append(dst, Request{Name: s, Protocol: q.proto, Notification: q.notification, Response: q.response, ID: q.id, HasID: q.hasID})
 	}
 	if c.ready == len(c.out) {
 		c.out, c.names = c.out[:0], c.names[:0]

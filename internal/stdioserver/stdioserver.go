@@ -8,6 +8,13 @@
 // Methods: "tools/call" with params.name "light" or "heavy" burns the
 // light or heavy cost; any other method answers at once. A message with no
 // id is a notification: no answer.
+//
+// With --out-of-order it answers as a server that serves calls concurrently
+// does, on one thread (an event loop): the calls of one read are answered
+// last first, and a call to tool "slow" waits --wait (as for a call to
+// another service) before it burns, while the calls read meanwhile are
+// answered. It then says its CPU per call by tool: each call's from its
+// parsing to its response written, plus its share of the read it came in.
 package stdioserver
 
 import (
@@ -27,6 +34,9 @@ type Stats struct {
 	Requests      uint64  `json:"requests"`
 	Notifications uint64  `json:"notifications"`
 	MeanCPUUs     float64 `json:"mean_cpu_us"` // per request, read to response written
+	// With --out-of-order: calls and mean CPU per call, by tool.
+	Calls map[string]uint64  `json:"calls,omitempty"`
+	CPUUs map[string]float64 `json:"cpu_us,omitempty"`
 }
 
 type message struct {
@@ -42,10 +52,17 @@ func Main(args []string) int {
 	fs := flag.NewFlagSet("stdioserver", flag.ContinueOnError)
 	light := fs.Duration("light", 50*time.Microsecond, "CPU tools/call light burns")
 	heavy := fs.Duration("heavy", 200*time.Microsecond, "CPU tools/call heavy burns")
+	outOfOrder := fs.Bool("out-of-order", false, "answer the calls of a read last first, and tool slow after --wait")
+	slow := fs.Duration("slow", 400*time.Microsecond, "CPU tools/call slow burns, with --out-of-order")
+	wait := fs.Duration("wait", 2*time.Millisecond, "how long tools/call slow waits before it burns, with --out-of-order")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	burn := map[string]uint64{"light": calserver.IterationsFor(*light), "heavy": calserver.IterationsFor(*heavy)}
+	burn := map[string]uint64{"light": calserver.IterationsFor(*light), "heavy": calserver.IterationsFor(*heavy),
+		"slow": calserver.IterationsFor(*slow)}
+	if *outOfOrder {
+		return serveOutOfOrder(burn, *wait)
+	}
 	// One thread reads, works and writes: its CPU clock is the server's
 	// cost of each request.
 	runtime.LockOSThread()

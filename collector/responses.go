@@ -1,0 +1,259 @@
+package collector
+
+import (
+	"time"
+
+	"github.com/reqprof/reqprof/collector/stream"
+	"github.com/reqprof/reqprof/profile"
+)
+
+// On a stdio channel the programs also send a record at each write: its
+// first bytes, and the cost of the burst so far (RECORD_RESPONSE). A
+// JSON-RPC call then ends at the response that carries its id, not at the
+// server's next write, so that calls answered out of order, or a slow call
+// answered after a fast one read later, each end at their own response.
+//
+// The CPU of a burst is cut at its writes into pieces: a piece, the CPU from
+// the previous response to this write, is the work of the responses the
+// write carries (shared among them when it carries several); a write that
+// answers no call in flight (a notification of the server's, a log line)
+// passes its piece on to the next response. What follows the last response
+// of a burst (the server's loop, up to its next read) goes with it, as a
+// tail goes with the request it follows. This is exact for a server that
+// works on one call at a time in any order; for one that works on calls in
+// parallel threads, a piece holds what the others did meanwhile.
+//
+// Where a response cannot be matched (its id not among the bytes seen, a
+// write lost), the calls in flight end at that burst, as a direction
+// change would end them, and are counted with why.
+
+// maxCallsInFlight bounds the calls kept waiting for their response on
+// one channel; past it the oldest ends where it is, counted as not matched.
+const maxCallsInFlight = 4096
+
+// unmatchedReason is why calls were ended by a burst rather than by their
+// response.
+const (
+	unmatchedResponse = "JSON-RPC response whose id was not read"
+	unmatchedBound    = "over a bound"
+	unmatchedNoID     = "JSON-RPC call without an id read"
+)
+
+// answering is what the collector keeps of a stdio channel's responses.
+type answering struct {
+	out    stream.Responses
+	writes []heldWrite // of the burst whose record has not come
+	ids    []uint64    // the ids the writes carry, by heldWrite.from/to
+	calls  []inFlight  // read, not answered yet, in the order read
+	carry  profile.Request
+}
+
+type heldWrite struct {
+	start, end time.Duration // the burst's start; the write's
+	cost       profile.Request
+	length     uint64
+	from, to   int // its ids in answering.ids
+	unread     bool
+}
+
+type inFlight struct {
+	id       uint64
+	route    string
+	protocol string
+	start    time.Duration
+}
+
+// response holds a write's record until its burst's record comes.
+func (b *bursts) response(d *decodedRecord) {
+	f := b.follow(d.request.Conn)
+	f.target = d.target
+	if f.answers == nil {
+		f.answers = &answering{}
+	}
+	a := f.answers
+	from := len(a.ids)
+	var unread bool
+	a.ids, unread = a.out.Write(d.streamOff, d.request.BytesOut, d.payload, a.ids)
+	a.writes = append(a.writes, heldWrite{
+		start: d.request.Start, end: d.request.End, cost: d.request, length: d.request.BytesOut,
+		from: from, to: len(a.ids), unread: unread,
+	})
+}
+
+// inFlightNs is the CPU of pieces waiting for a response: part of no
+// finished request.
+func (a *answering) inFlightNs() uint64 {
+	return a.carry.CPUNs()
+}
+
+// matchByID ends the calls a stdio burst answered, by id; false when the
+// burst is not one of them (not JSON-RPC, or its bytes not followed), for
+// the burst model to count.
+func (res *consumeResult) matchByID(d *decodedRecord, s split, f *followed) bool {
+	if channelName(d.flags) != "stdio" || s.fallback != "" || s.protocol != stream.JSONRPC {
+		return false
+	}
+	if f.carrying { // from before the channel's responses were followed
+		f.answers.carry = plusCost(f.answers.carry, f.carry)
+		f.carry, f.carrying = profile.Request{}, false
+	}
+	res.messages[d.target] += uint64(s.messages)
+	done, unmatched := f.answers.burst(d.request, s.requests, res.names.intern)
+	res.routes = res.routes[:0]
+	for _, r := range done {
+		res.finish(d.target, r)
+		res.routes = append(res.routes, profile.RouteKey{Route: r.Route, Port: d.localPort})
+	}
+	for why, n := range unmatched {
+		for range n {
+			res.countPerBurst(d.target, why)
+		}
+	}
+	if res.stacks != nil && len(res.routes) > 0 {
+		res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, false)
+	}
+	return true
+}
+
+// burst takes a burst's record r (its whole cost) and the calls read in
+// it; it returns the calls answered in it, each with its share of the
+// pieces, and how many were ended otherwise, by why.
+func (a *answering) burst(r profile.Request, requests []stream.Request, intern func(string) string) (done []profile.Request, unmatched map[string]int) {
+	count := func(why string) {
+		if unmatched == nil {
+			unmatched = map[string]int{}
+		}
+		unmatched[why]++
+	}
+	noID := false
+	for _, q := range requests {
+		if !q.HasID {
+			noID = true
+		}
+		a.calls = append(a.calls, inFlight{id: q.ID, route: localName(q.Name, "stdio"), protocol: q.Protocol.String(), start: r.Start})
+	}
+	template := r
+	var prev profile.Request
+	var written uint64
+	last := -1 // where the calls the burst's last response ended start in done
+	unread := noID
+	for _, w := range a.writes {
+		if w.start != r.Start {
+			continue // of a burst whose record never came
+		}
+		piece := costDiff(w.cost, prev)
+		piece.BytesOut = w.length
+		written += w.length
+		prev = w.cost
+		a.carry = plusCost(a.carry, piece)
+		first := len(done)
+		for _, id := range a.ids[w.from:w.to] {
+			for i, c := range a.calls {
+				if c.id == id {
+					done = append(done, a.ended(template, c, w.end))
+					a.calls = append(a.calls[:i], a.calls[i+1:]...)
+					break
+				}
+			}
+		}
+		if n := len(done) - first; n > 0 {
+			for i := range n {
+				done[first+i] = plusCost(done[first+i], share(a.carry, n, i == 0))
+			}
+			a.carry, last = profile.Request{}, first
+		}
+		unread = unread || w.unread
+	}
+	a.writes, a.ids = a.writes[:0], a.ids[:0]
+	tail := costDiff(r, prev)
+	tail.BytesOut = r.BytesOut - min(r.BytesOut, written)
+	if last >= 0 {
+		n := len(done) - last
+		for i := range n {
+			done[last+i] = plusCost(done[last+i], share(tail, n, i == 0))
+		}
+	} else {
+		a.carry = plusCost(a.carry, tail)
+	}
+	over := max(0, len(a.calls)-maxCallsInFlight)
+	if unread || over > 0 {
+		// Calls that may have been answered unseen end here, as the burst
+		// model ends them, sharing what waits for a response.
+		ending := a.calls[:over]
+		why := unmatchedBound
+		if unread {
+			ending, why = a.calls, unmatchedResponse
+			if noID {
+				why = unmatchedNoID
+			}
+		}
+		for i, c := range ending {
+			one := a.ended(template, c, r.End)
+			done = append(done, plusCost(one, share(a.carry, len(ending), i == 0)))
+			count(why)
+		}
+		if len(ending) > 0 {
+			a.carry = profile.Request{}
+		}
+		a.calls = a.calls[:copy(a.calls, a.calls[len(ending):])]
+	}
+	for i := range done {
+		done[i].Route = intern(done[i].Route)
+	}
+	return done, unmatched
+}
+
+// ended is call c as a request answered at end, its identity from the
+// burst's record, its cost still to be given.
+func (a *answering) ended(template profile.Request, c inFlight, end time.Duration) profile.Request {
+	r := zeroCost(template)
+	r.Route, r.Protocol = c.route, c.protocol
+	r.Start, r.FirstWrite, r.End = c.start, end, end
+	if r.End < r.Start {
+		r.End, r.FirstWrite = r.Start, r.Start
+	}
+	return r
+}
+
+// zeroCost is r's identity and times, without its costs.
+func zeroCost(r profile.Request) profile.Request {
+	return profile.Request{TID: r.TID, Conn: r.Conn, Route: r.Route, Protocol: r.Protocol, Port: r.Port,
+		Start: r.Start, FirstWrite: r.FirstWrite, End: r.End}
+}
+
+// plusCost is a with b's costs added; a's identity and times are kept.
+func plusCost(a, b profile.Request) profile.Request {
+	a.UserNs += b.UserNs
+	a.SyscallNs += b.SyscallNs
+	a.SoftirqNs += b.SoftirqNs
+	a.IrqNs += b.IrqNs
+	a.KernelNs = a.SyscallNs + a.SoftirqNs + a.IrqNs
+	a.RunqueueNs += b.RunqueueNs
+	a.OffCPUNs += b.OffCPUNs
+	a.PageFaults += b.PageFaults
+	a.VoluntarySwitches += b.VoluntarySwitches
+	a.InvoluntarySwitches += b.InvoluntarySwitches
+	a.BytesIn += b.BytesIn
+	a.BytesOut += b.BytesOut
+	return a
+}
+
+// costDiff is the cost of a beyond b, a later snapshot of the same burst
+// (each figure only grows; one read while another CPU added is clamped).
+func costDiff(a, b profile.Request) profile.Request {
+	d := func(x, y uint64) uint64 { return x - min(x, y) }
+	d32 := func(x, y uint32) uint32 { return x - min(x, y) }
+	var r profile.Request
+	r.UserNs = d(a.UserNs, b.UserNs)
+	r.SyscallNs = d(a.SyscallNs, b.SyscallNs)
+	r.SoftirqNs = d(a.SoftirqNs, b.SoftirqNs)
+	r.IrqNs = d(a.IrqNs, b.IrqNs)
+	r.KernelNs = r.SyscallNs + r.SoftirqNs + r.IrqNs
+	r.RunqueueNs = d(a.RunqueueNs, b.RunqueueNs)
+	r.OffCPUNs = d(a.OffCPUNs, b.OffCPUNs)
+	r.PageFaults = d32(a.PageFaults, b.PageFaults)
+	r.VoluntarySwitches = d32(a.VoluntarySwitches, b.VoluntarySwitches)
+	r.InvoluntarySwitches = d32(a.InvoluntarySwitches, b.InvoluntarySwitches)
+	r.BytesIn = d(a.BytesIn, b.BytesIn)
+	return r
+}
