@@ -77,6 +77,9 @@ static __always_inline void add_cost(struct cost *to, struct cost *from, bool wi
 	ADD_NONZERO(to->user_ns, from->user_ns);
 	ADD_NONZERO(to->irq_ns, from->irq_ns);
 	ADD_NONZERO(to->page_faults, from->page_faults);
+	ADD_NONZERO(to->sock_ops, from->sock_ops);
+	ADD_NONZERO(to->wakeups, from->wakeups);
+	ADD_NONZERO(to->interrupts, from->interrupts);
 	for (int i = 0; i < NR_SOFTIRQS; i++)
 		ADD_NONZERO(to->softirq_ns[i], from->softirq_ns[i]);
 	for (int i = 0; i < SYSCALL_SLOTS; i++) {

@@ -13,7 +13,7 @@
 #ifndef REQPROF_HANDOFF_H
 #define REQPROF_HANDOFF_H
 
-#include "threads.h"
+#include "selfcost.h"
 
 /* Whether the thread is sending a signal: a signal wakes its target out of
  * any sleep (Go's runtime preempts its threads with SIGURG), and hands it
@@ -28,31 +28,36 @@ static __always_inline bool signalling(struct thread_state *st)
  * interrupt (a timer that ends a sleep, a packet that ends a read) is
  * none of the thread it ran over, and hands nothing: the CPU's state says
  * whether a softirq or hard irq runs over a target thread now. Nor does a
- * signal. */
-static __always_inline void hand_off(struct task_struct *p)
+ * signal. True when the waker is a target's thread: its wake-up counts as
+ * a run of reqprof's programs in its context. */
+static __always_inline bool hand_off(struct task_struct *p)
 {
 	struct cpu_state *cpu = this_cpu();
 	if (cpu && (cpu->softirq_start_ns || cpu->irq_start_ns))
-		return;
+		return false;
 	__u32 waker_tid;
 	struct thread_state *waker = current_thread(cpu, &waker_tid);
-	if (!waker || !waker->serving.conn || waker->serving.in_tail || waker->handoff.depth >= MAX_HANDOFF_DEPTH ||
+	if (!waker)
+		return false;
+	count_wakeup(waker);
+	if (!waker->serving.conn || waker->serving.in_tail || waker->handoff.depth >= MAX_HANDOFF_DEPTH ||
 	    signalling(waker))
-		return;
+		return true;
 	__u32 plus1 = target_plus1_of(p);
 	if (!plus1 || plus1 - 1 != waker->target)
-		return;
+		return true;
 	__u32 tid = p->pid;
 	if (tid == waker_tid)
-		return;
+		return true;
 	if (!served_conn(waker->serving.conn))
-		return;
+		return true;
 	struct thread_state *st = bpf_task_storage_get(&threads, p, 0, 0);
 	if (!st || !st->serving.served)
-		return;
+		return true;
 	st->handoff.pending_conn = waker->serving.conn;
 	st->handoff.pending_depth = waker->handoff.depth + 1;
 	st->handoff.pending = 1;
+	return true;
 }
 
 /* Back on a CPU, the thread takes up a request it was handed. */

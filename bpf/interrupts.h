@@ -8,7 +8,7 @@
 #ifndef REQPROF_INTERRUPTS_H
 #define REQPROF_INTERRUPTS_H
 
-#include "threads.h"
+#include "selfcost.h"
 
 /* Interrupt time that ran over a target thread: charged to what the thread
  * serves, and remembered so the piece it interrupted is cut short by it. */
@@ -19,7 +19,10 @@ static __always_inline void charge_interrupt(struct cpu_state *cpu, __u64 ns, in
 	if (!st || !ns)
 		return;
 	st->clock.interrupted_ns += ns;
+	st->self.interrupts++;
 	struct cost *to = pending_of(st);
+	if (to)
+		to->interrupts++;
 	if (!to)
 		charge_unattributed(st, 0, ns);
 	else if (softirq_vec >= 0 && softirq_vec < NR_SOFTIRQS)
@@ -34,45 +37,51 @@ static __always_inline bool over_target(struct cpu_state *cpu)
 	return enabled && cpu && current_target_plus1(cpu, &tid);
 }
 
-static __always_inline void softirq_enter(unsigned int vec)
+/* The interrupt hooks say whether they ran over a target's thread. */
+static __always_inline bool softirq_enter(unsigned int vec)
 {
 	struct cpu_state *cpu = this_cpu();
 	if (!over_target(cpu))
-		return;
+		return false;
 	cpu->softirq_start_ns = bpf_ktime_get_ns();
 	cpu->softirq_vec = vec;
 	cpu->irq_in_softirq_ns = 0;
+	return true;
 }
 
-static __always_inline void softirq_exit(void)
+static __always_inline bool softirq_exit(void)
 {
 	struct cpu_state *cpu = this_cpu();
 	if (!cpu || !cpu->softirq_start_ns)
-		return;
+		return false;
 	__u64 ns = bpf_ktime_get_ns() - cpu->softirq_start_ns;
 	cpu->softirq_start_ns = 0;
 	/* Hard irqs inside it were charged as irq time already. */
 	ns = ns > cpu->irq_in_softirq_ns ? ns - cpu->irq_in_softirq_ns : 0;
 	charge_interrupt(cpu, ns, cpu->softirq_vec);
+	return true;
 }
 
-static __always_inline void irq_enter(void)
+static __always_inline bool irq_enter(void)
 {
 	struct cpu_state *cpu = this_cpu();
-	if (over_target(cpu))
-		cpu->irq_start_ns = bpf_ktime_get_ns();
+	if (!over_target(cpu))
+		return false;
+	cpu->irq_start_ns = bpf_ktime_get_ns();
+	return true;
 }
 
-static __always_inline void irq_exit(void)
+static __always_inline bool irq_exit(void)
 {
 	struct cpu_state *cpu = this_cpu();
 	if (!cpu || !cpu->irq_start_ns)
-		return;
+		return false;
 	__u64 ns = bpf_ktime_get_ns() - cpu->irq_start_ns;
 	cpu->irq_start_ns = 0;
 	if (cpu->softirq_start_ns)
 		cpu->irq_in_softirq_ns += ns;
 	charge_interrupt(cpu, ns, -1);
+	return true;
 }
 
 #endif /* REQPROF_INTERRUPTS_H */

@@ -19,6 +19,7 @@
  *   handoff.h     requests handed to the threads a server wakes
  *   sched.h       switches off and onto a CPU, wake-ups, waiting
  *   calibrate.h   the syscall entry cost, measured on a thread of the collector
+ *   selfcost.h    the programs' own runs in a target's context, counted and timed
  *   interrupts.h  softirq and hard-IRQ time carved out of what it interrupted
  *   stacks.h      stack samples of target threads, with the request each ran for
  *
@@ -49,9 +50,11 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 {
 	if (!enabled)
 		return 0;
+	__u64 t0 = self_timer();
 	__u64 now = bpf_ktime_get_ns();
-	switch_out(prev, preempt, prev_state, now);
-	switch_in(next, now);
+	bool out = switch_out(prev, preempt, prev_state, now);
+	if (switch_in(next, now) || out)
+		self_timed(SELF_SWITCH, t0);
 	return 0;
 }
 
@@ -60,7 +63,9 @@ int BPF_PROG(on_sched_switch, bool preempt, struct task_struct *prev, struct tas
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_sched_waking, struct task_struct *p)
 {
-	hand_off(p);
+	__u64 t0 = self_timer();
+	if (hand_off(p))
+		self_timed(SELF_WAKE, t0);
 	return 0;
 }
 
@@ -125,7 +130,12 @@ static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int 
 		return false;
 	op->cookie = bpf_get_socket_cookie(sk);
 	op->c = conn_of(sk, op->cookie, op->st->target, op->tid, phase, flags, just_read);
-	return op->c && op->c->role == ROLE_SERVER;
+	if (op->c && op->c->role == ROLE_SERVER)
+		return true;
+	/* Counted here, where the thread goes on with what it serves;
+	 * a served one's, once the thread turned to its request. */
+	count_sock_op(op->st);
+	return false;
 }
 
 /* The thread turns to op's request: what it served before ends, unless it
@@ -138,6 +148,7 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 	st->serving.conn = op->cookie;
 	st->serving.served = 1;
 	st->handoff.depth = 0;
+	count_sock_op(st);
 }
 
 /* ret bytes of a request read by op's thread: a request starts, or goes
@@ -301,6 +312,7 @@ static __always_inline void closing_fd(long fd)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 {
+	__u64 t0 = self_timer();
 	__u32 tid;
 	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
@@ -327,16 +339,19 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 
 	if (cfg.capture_bytes)
 		read_buffer(&st->serving, regs, id);
+	self_timed(SELF_SYS_ENTER, t0);
 	return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
+	__u64 t0 = self_timer();
 	__u32 tid;
 	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
+	st->self.syscalls++;
 	struct thread_clock *k = &st->clock;
 	cut(st, bpf_ktime_get_ns(), false);
 	calibration_exit(st, tid);
@@ -356,12 +371,14 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (w.c)
 		send_response(w.c, w.cookie, w.buf, w.buf_len, w.off, w.len);
+	self_timed(SELF_SYS_EXIT, t0);
 	return 0;
 }
 
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 {
+	__u64 t0 = self_timer();
 	if (ret == 0 && enabled) {
 		/* The peer closed it: a Unix socket's end (TCP's is traced). */
 		__u32 tid;
@@ -369,9 +386,11 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 			close_unix(sk, bpf_get_socket_cookie(sk));
 		return 0;
 	}
-	struct sock_op op;
+	struct sock_op op = {};
 	if (sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
 		received(&op, ret);
+	if (op.st)
+		self_timed(SELF_SOCK, t0);
 	return 0;
 }
 
@@ -380,9 +399,12 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 {
 	/* A write on a connection never read from in the window answers a
 	 * request that started before it. */
-	struct sock_op op;
+	__u64 t0 = self_timer();
+	struct sock_op op = {};
 	if (sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0))
 		sent(&op, ret);
+	if (op.st)
+		self_timed(SELF_SOCK, t0);
 	return 0;
 }
 
@@ -411,28 +433,36 @@ int BPF_PROG(on_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(on_softirq_entry, unsigned int vec)
 {
-	softirq_enter(vec);
+	__u64 t0 = self_timer();
+	if (softirq_enter(vec))
+		self_timed(SELF_INTERRUPT, t0);
 	return 0;
 }
 
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(on_softirq_exit, unsigned int vec)
 {
-	softirq_exit();
+	__u64 t0 = self_timer();
+	if (softirq_exit())
+		self_timed(SELF_INTERRUPT, t0);
 	return 0;
 }
 
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(on_irq_handler_entry, int irq, void *action)
 {
-	irq_enter();
+	__u64 t0 = self_timer();
+	if (irq_enter())
+		self_timed(SELF_INTERRUPT, t0);
 	return 0;
 }
 
 SEC("tp_btf/irq_handler_exit")
 int BPF_PROG(on_irq_handler_exit, int irq, void *action, int ret)
 {
-	irq_exit();
+	__u64 t0 = self_timer();
+	if (irq_exit())
+		self_timed(SELF_INTERRUPT, t0);
 	return 0;
 }
 
@@ -441,27 +471,34 @@ int BPF_PROG(on_irq_handler_exit, int irq, void *action, int ret)
 SEC("tp_btf/local_timer_entry")
 int BPF_PROG(on_local_timer_entry, int vector)
 {
-	irq_enter();
+	__u64 t0 = self_timer();
+	if (irq_enter())
+		self_timed(SELF_INTERRUPT, t0);
 	return 0;
 }
 
 SEC("tp_btf/local_timer_exit")
 int BPF_PROG(on_local_timer_exit, int vector)
 {
-	irq_exit();
+	__u64 t0 = self_timer();
+	if (irq_exit())
+		self_timed(SELF_INTERRUPT, t0);
 	return 0;
 }
 
 SEC("tp_btf/page_fault_user")
 int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
+	__u64 t0 = self_timer();
 	__u32 tid;
 	struct thread_state *st = current_thread(this_cpu(), &tid);
 	if (!st)
 		return 0;
+	st->self.faults++;
 	struct cost *to = pending_of(st);
 	if (to)
 		to->page_faults++;
+	self_timed(SELF_FAULT, t0);
 	return 0;
 }
 

@@ -10,18 +10,21 @@
 
 #include "goroutines.h"
 #include "handoff.h"
+#include "selfcost.h"
 
-/* prev leaves its CPU: its slice ends, and its wait begins. */
-static __always_inline void switch_out(struct task_struct *prev, bool preempt, unsigned int prev_state, __u64 now)
+/* prev leaves its CPU: its slice ends, and its wait begins. True when
+ * prev is a target's thread. */
+static __always_inline bool switch_out(struct task_struct *prev, bool preempt, unsigned int prev_state, __u64 now)
 {
 	if (!prev->pid) /* the idle task */
-		return;
+		return false;
 	__u32 plus1 = target_plus1_of(prev);
 	if (!plus1)
-		return;
+		return false;
 	struct thread_state *st = running_thread_of(prev, plus1 - 1);
 	if (!st)
-		return;
+		return false;
+	st->self.switches++;
 	follow_goroutine(st);
 	end_slice(st, now, prev->se.sum_exec_runtime);
 	struct cost *to = pending_of(st);
@@ -39,18 +42,20 @@ static __always_inline void switch_out(struct task_struct *prev, bool preempt, u
 		 * tell; it was in the exit syscall. */
 		charge(st, st->clock.held_ns, st->clock.syscall_nr);
 		leave(st);
+		keep_exited_runs(st);
 		bpf_task_storage_delete(&threads, prev);
 	} else {
 		/* Off its CPU, its charges go where they belong: another
 		 * thread may end the request meanwhile. */
 		flush(st);
 	}
+	return true;
 }
 
 /* next takes the CPU: a slice begins, its wait ends and is charged, and it
  * takes up a request it was handed. The CPU remembers whether it is a
- * target. */
-static __always_inline void switch_in(struct task_struct *next, __u64 now)
+ * target. True when next is a target's thread. */
+static __always_inline bool switch_in(struct task_struct *next, __u64 now)
 {
 	/* The idle task (pid 0) is never a target. */
 	__u32 next_tid = next->pid;
@@ -67,10 +72,10 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 		cpu->running_sched_at_in = next->se.sum_exec_runtime;
 	}
 	if (!plus1)
-		return;
+		return false;
 	struct thread_state *st = thread_of(next, plus1 - 1, now);
 	if (!st)
-		return;
+		return false;
 	start_slice(&st->clock, now, next->se.sum_exec_runtime);
 	struct target_stats *s = stats_of(plus1 - 1);
 	__u64 runqueue_ns = st->waits.runnable_since_ns ? now - st->waits.runnable_since_ns : 0;
@@ -81,6 +86,7 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now)
 		charge_wait(st, runqueue_ns);
 		st->waits.runnable_since_ns = 0;
 	}
+	return true;
 }
 
 /* p is woken: its blocked time ends and its wait for a CPU begins. */

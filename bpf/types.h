@@ -155,6 +155,13 @@ struct cost {
 	__u32 page_faults;
 	__u32 voluntary_switches;
 	__u32 involuntary_switches;
+	/* Runs of reqprof's own programs in its context besides the syscall
+	 * tracepoints' (whose runs are its syscalls): the collector takes
+	 * what they cost out of its figures (selfcost.h). */
+	__u32 sock_ops;   /* sock_recv_length and sock_send_length */
+	__u32 wakeups;    /* sched_waking and sched_wakeup, run by it */
+	__u32 interrupts; /* a softirq or hard irq's entry and exit over it */
+	__u32 pad_runs;
 	struct syscall_slot syscalls[SYSCALL_SLOTS];
 };
 
@@ -296,12 +303,25 @@ struct thread_go {
 	__u32 pad;
 };
 
+/* Runs of reqprof's programs in a target thread's context, by kind,
+ * over its life in the window, served a request or not: the target's
+ * whole own cost, which its process's CPU includes (selfcost.h). */
+struct self_runs {
+	__u64 syscalls; /* sys_enter and sys_exit, one each */
+	__u64 sock_ops;
+	__u64 switches;
+	__u64 wakeups;
+	__u64 interrupts;
+	__u64 faults;
+};
+
 /* Per target thread. Only ever written from the CPU the thread runs on, or
  * by its waker while it sleeps. */
 struct thread_state {
 	__u32 target;
 	__u32 pad;
 	struct thread_clock clock;
+	struct self_runs self;
 	struct thread_serving serving;
 	struct thread_waits waits;
 	struct thread_handoff handoff;
@@ -326,6 +346,26 @@ struct target_stats {
 	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
 	__u64 lost_chunks;         /* chunks of inbound bytes lost to a full ring buffer */
 	__u64 lost_stack_samples;  /* stack samples lost to a full ring buffer */
+	struct self_runs exited_self; /* the program runs of its threads that exited */
+};
+
+/* Kinds of runs of reqprof's programs in a target's context, whose cost
+ * is timed while timing_self is set (selfcost.h). */
+enum self_kind {
+	SELF_SYS_ENTER = 0,
+	SELF_SYS_EXIT = 1,
+	SELF_SOCK = 2,
+	SELF_SWITCH = 3,
+	SELF_WAKE = 4,
+	SELF_INTERRUPT = 5,
+	SELF_FAULT = 6,
+	SELF_KINDS = 7,
+};
+
+/* The time of the timed runs of one kind, and how many. */
+struct self_timing {
+	__u64 ns;
+	__u64 runs;
 };
 
 /* Per CPU: which task was last seen here and whether it is a target (lets
@@ -384,6 +424,7 @@ const struct chunk_record *unused_chunk_record __attribute__((unused));
 const struct unix_path *unused_unix_path __attribute__((unused));
 const struct stack_sample *unused_stack_sample __attribute__((unused));
 const enum sample_flags *unused_sample_flags __attribute__((unused));
+const enum self_kind *unused_self_kind __attribute__((unused));
 
 volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
@@ -403,6 +444,11 @@ volatile __u32 targets_generation;
  * cost (calibrate.h) and sets it here: that much of the user time before
  * each syscall is charged to it. */
 volatile __u64 syscall_overhead_ns;
+/* While set (by the collector, while it keeps the kernel's BPF
+ * statistics), the programs time their runs in a target's context, by
+ * kind, into self_timings: what reqprof costs a target, which the
+ * collector takes out of its figures. */
+volatile __u32 timing_self;
 /* Descriptors in stdio_fds: while 0, no read or write looks there. */
 volatile __u32 stdio_channels;
 /* Set once a Unix socket is in listen_unix: until then no close(fd) looks
@@ -510,6 +556,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct cpu_state);
 } cpus SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SELF_KINDS);
+	__type(key, __u32); /* enum self_kind */
+	__type(value, struct self_timing);
+} self_timings SEC(".maps");
 
 /* A zeroed thread_state to create entries from: too large for the stack. */
 struct {

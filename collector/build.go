@@ -16,7 +16,7 @@ import (
 // buildRun reads what the BPF side holds when the window closes, once the
 // settle iterators have run, and turns it into profile values with the
 // records the collector consumed.
-func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta profile.Meta, startNs, endNs uint64) (profile.Run, error) {
+func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta profile.Meta, startNs, endNs uint64, self *selfRates, gross bool) (profile.Run, error) {
 	threads, err := settle(objs)
 	if err != nil {
 		return profile.Run{}, err
@@ -31,6 +31,7 @@ func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta profil
 	}
 	b := newRunBuilder(procs, res, stats)
 	b.threadName = threadName
+	b.selfRates, b.gross = self, gross
 	var cookie uint64
 	var c reqprofConnState
 	iter := objs.Conns.Iterate()
@@ -97,15 +98,23 @@ type runBuilder struct {
 	threadName func(tgid, tid uint32) (string, bool)
 	// stacks are each target's stack samples, with Config.Stacks.
 	stacks []*profile.Stacks
+	// selfRuns are the runs of reqprof's programs on each target's
+	// threads; selfRates what a run costs; gross, Config.Gross. With no
+	// rates, no own cost is stated (a run built without BPF).
+	selfRuns  []reqprofSelfRuns
+	selfRates *selfRates
+	gross     bool
 }
 
 // newRunBuilder starts from the targets' counters, summed over CPUs, and
 // the records consumed.
 func newRunBuilder(procs []*process, res consumeResult, stats []reqprofTargetStats) *runBuilder {
 	b := &runBuilder{procs: procs, res: &res, targets: make([]profile.Target, len(procs)), open: map[uint64]bool{}}
+	b.selfRuns = make([]reqprofSelfRuns, len(procs))
 	for i, p := range procs {
 		p.finished, p.kernel = res.finished[i], &res.kernel[i]
 		b.targets[i] = targetOf(p, stats[i])
+		b.selfRuns[i] = stats[i].ExitedSelf
 	}
 	if res.droppedChunks > 0 {
 		t := &b.targets[0]
@@ -195,6 +204,7 @@ func (b *runBuilder) addThreads(threads []threadEntry, endNs uint64) {
 		}
 		t := &b.targets[st.Target]
 		alive[st.Target]++
+		addRuns(&b.selfRuns[st.Target], st.Self)
 		own := st.Serving.UnattributedNs
 		running := st.Clock.HeldNs
 		if st.Clock.RunStartNs != 0 && st.Clock.RunStartNs < endNs {
@@ -251,6 +261,9 @@ func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
 		t.KernelBreakdown = p.kernel.breakdown()
 		t.RouteTotals = p.finished.byRoute
 		t.Requests = p.finished.sample.kept
+		if b.selfRates != nil {
+			t.SelfCost = profile.SelfCost{Measured: true, Kept: b.gross, TotalNs: roundNs(b.selfRates.totalOf(b.selfRuns[i]))}
+		}
 	}
 	return profile.Run{Duration: time.Duration(endNs - startNs), Targets: b.targets, Meta: meta}
 }
@@ -352,6 +365,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.Finished += s.Finished
 		sum.LostChunks += s.LostChunks
 		sum.LostStackSamples += s.LostStackSamples
+		addRuns(&sum.ExitedSelf, s.ExitedSelf)
 	}
 	return sum
 }

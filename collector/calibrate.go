@@ -147,6 +147,35 @@ func serveFakeRequest(objs *bpfObjects, cookie uint64) error {
 	return objs.CalibrationCookie.Set(cookie)
 }
 
+// measureSyscallLoop is the CPU one getppid() takes on this thread, the
+// median of a few rounds.
+func measureSyscallLoop() float64 {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var perSyscall []float64
+	for range calibrationRounds {
+		start := threadCPUNs()
+		for range calibrationSyscalls {
+			unix.RawSyscall(unix.SYS_GETPPID, 0, 0, 0)
+		}
+		perSyscall = append(perSyscall, float64(threadCPUNs()-start)/calibrationSyscalls)
+	}
+	slices.Sort(perSyscall)
+	return perSyscall[len(perSyscall)/2]
+}
+
+// entryPerRun is what entering one program costs, from a syscall's cost
+// before the programs were attached (bare) and after (attached, not yet
+// enabled: each of its two runs returns at once). It includes the slower
+// syscall path the syscall tracepoints switch on, and the few loads before
+// a program returns.
+func entryPerRun(bare, attached float64) float64 {
+	if attached <= bare {
+		return 0
+	}
+	return (attached - bare) / 2
+}
+
 func threadCPUNs() uint64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)

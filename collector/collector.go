@@ -44,6 +44,11 @@ type Config struct {
 	CaptureBytes int
 	// NoPayload captures nothing: requests are named by port only.
 	NoPayload bool
+	// Gross keeps reqprof's own cost in the figures as observed: by
+	// default what its programs cost in a request's context is taken out
+	// of its CPU, user/kernel split and kernel breakdown. Either way it
+	// is measured and stated (profile.Target.SelfCost, Request.SelfNs).
+	Gross bool
 	// Stacks samples the targets' threads' stacks on each CPU, StackHz
 	// times a second (DefaultStackHz when 0), each sample with the request
 	// it ran for: profile.Target.Stacks.
@@ -186,10 +191,15 @@ func (s *session) attach() error {
 	if s.reader, err = ringbuf.NewReader(s.objs.Requests); err != nil {
 		return fmt.Errorf("opening the request ring buffer: %w", err)
 	}
+	// What a program run costs to enter: a syscall loop before the
+	// programs are attached, and after, while they are not yet enabled
+	// (each run returns at once).
+	bare := measureSyscallLoop()
 	if s.links, err = attachAll(s.objs); err != nil {
 		return err
 	}
 	s.overhead = newOverheadMeter(s.objs, len(s.procs))
+	s.overhead.entryPerRunNs = entryPerRun(bare, measureSyscallLoop())
 	if s.stackHz > 0 {
 		if s.stackHz > MaxStackHz {
 			return fmt.Errorf("stack sampling at %d Hz, at most %d", s.stackHz, MaxStackHz)
@@ -236,7 +246,9 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 		stacks = newStackSamples(len(s.procs), s.stackHz, sym)
 	}
 	consumed := make(chan consumeResult, 1)
-	go func() { consumed <- consume(s.reader, len(s.procs), cfg, stacks) }()
+	s.overhead.self = newSelfCost(cfg.Gross)
+	s.overhead.self.rates.Store(s.overhead.startRates())
+	go func() { consumed <- consume(s.reader, len(s.procs), cfg, stacks, s.overhead.self) }()
 
 	// Open the window: each target's threads count from its opening, when
 	// its CPU clock is read.
@@ -263,7 +275,7 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	if res.err != nil {
 		return profile.Run{}, res.err
 	}
-	run, err := buildRun(s.objs, s.procs, res, meta, startNs, endNs)
+	run, err := buildRun(s.objs, s.procs, res, meta, startNs, endNs, s.overhead.selfRates(), cfg.Gross)
 	run.Overhead = cost
 	return run, err
 }
@@ -834,6 +846,8 @@ type consumeResult struct {
 	err    error
 	// onRequest is Config.OnRequest.
 	onRequest func(target int, r profile.Request)
+	// self takes reqprof's own cost out of each request.
+	self *selfCost
 }
 
 // consume reads finished requests until the reader is flushed. Its memory
@@ -841,8 +855,9 @@ type consumeResult struct {
 // reuses one record buffer and interns a bounded number of route names.
 // Once the samples are full, decoding allocates only for a route name not
 // seen before.
-func consume(reader *ringbuf.Reader, targets int, cfg Config, stacks *stackSamples) consumeResult {
+func consume(reader *ringbuf.Reader, targets int, cfg Config, stacks *stackSamples, self *selfCost) consumeResult {
 	res := newConsumeResult(targets)
+	res.self = self
 	res.noPayload, res.onRequest = cfg.NoPayload, cfg.OnRequest
 	res.stacks = stacks
 	if cfg.NoSample {
@@ -944,7 +959,7 @@ func (res *consumeResult) add(d decodedRecord) {
 		res.malformed++
 		return
 	}
-	res.kernel[d.target].add(d.kernel)
+	res.kernel[d.target].add(d.kernel, res.self.net(&d.request, d.kernel))
 	if res.noPayload {
 		d.request.Route = res.names.name(nil, d.localPort)
 		res.finish(d.target, d.request)

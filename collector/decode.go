@@ -205,13 +205,19 @@ type kernelTally struct {
 	outOfRange map[uint32]profile.KernelCost
 	softirqs   [len(softirqNames)]uint64
 	irqNs      uint64
+	// What reqprof's own cost took out of the requests' syscall and
+	// interrupt time (selfCost.net), taken off the rows at the end.
+	taken taken
 }
 
 // maxTalliedSyscall bounds the array; x86-64's numbers end near 470.
 const maxTalliedSyscall = 1023
 
-// add adds one request's kernel time by cause.
-func (k *kernelTally) add(c *reqprofCost) {
+// add adds one request's kernel time by cause, and what its own cost
+// took out of it.
+func (k *kernelTally) add(c *reqprofCost, t taken) {
+	k.taken.syscallNs += t.syscallNs
+	k.taken.interruptNs += t.interruptNs
 	for _, slot := range c.Syscalls {
 		if slot.Nr == 0 {
 			continue
@@ -238,13 +244,45 @@ func (k *kernelTally) add(c *reqprofCost) {
 	k.irqNs += c.IrqNs
 }
 
+// takeOwnCost takes what was taken out of the requests off the rows, once.
+func (k *kernelTally) takeOwnCost() {
+	var syscalls []*uint64
+	for i := range k.syscalls {
+		if k.syscalls[i].Ns > 0 {
+			syscalls = append(syscalls, &k.syscalls[i].Ns)
+		}
+	}
+	syscalls = append(syscalls, &k.unknown.Ns, &k.other.Ns)
+	outOfRange := map[uint32]*uint64{}
+	for nr, cost := range k.outOfRange {
+		ns := cost.Ns
+		outOfRange[nr] = &ns
+		syscalls = append(syscalls, &ns)
+	}
+	scaleDown(syscalls, k.taken.syscallNs)
+	for nr, ns := range outOfRange {
+		cost := k.outOfRange[nr]
+		cost.Ns = *ns
+		k.outOfRange[nr] = cost
+	}
+	interrupts := []*uint64{&k.irqNs}
+	for i := range k.softirqs {
+		interrupts = append(interrupts, &k.softirqs[i])
+	}
+	scaleDown(interrupts, k.taken.interruptNs)
+	k.taken = taken{}
+}
+
 func addCost(into *profile.KernelCost, ns, calls uint64) {
 	into.Ns += ns
 	into.Calls += calls
 }
 
-// breakdown names each cause with time or calls.
+// breakdown names each cause with time or calls, net of what reqprof's
+// own cost took out of the requests: off the syscall rows, and off the
+// interrupt rows, in proportion to each.
 func (k *kernelTally) breakdown() map[profile.Cause]profile.KernelCost {
+	k.takeOwnCost()
 	into := map[profile.Cause]profile.KernelCost{}
 	for nr, cost := range k.syscalls {
 		addCause(into, syscallCause(uint32(nr)), cost)

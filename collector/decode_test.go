@@ -65,8 +65,8 @@ func TestBreakdownNamesCauses(t *testing.T) {
 	c.Syscalls[2] = reqprofSyscallSlot{Nr: unknownSyscall + 1, Calls: 1, Ns: 100}
 	c.Syscalls[3] = reqprofSyscallSlot{Nr: 5000 + 1, Calls: 1, Ns: 10}
 	var tally kernelTally
-	tally.add(&c)
-	tally.add(&c)
+	tally.add(&c, taken{})
+	tally.add(&c, taken{})
 	into := map[string]profile.KernelCost{}
 	for cause, k := range tally.breakdown() {
 		if profile.ParseCause(cause.String()) != cause {

@@ -162,6 +162,10 @@ func measureConfig(t *testing.T, pids []int, configure func(*collector.Config), 
 		Targets:    targets,
 		Duration:   time.Minute, // a bound; the test closes the window earlier
 		OnAttached: func(line string) { attached <- line },
+		// The tests compare with the servers' own clocks, which count
+		// what reqprof's programs cost their threads: so gross, unless
+		// a test says otherwise.
+		Gross: true,
 	}
 	configure(&cfg)
 	go func() {

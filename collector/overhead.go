@@ -49,6 +49,15 @@ type overheadMeter struct {
 
 	// onProgress is Config.OnProgress, called every progressPolls polls.
 	onProgress func(Progress)
+
+	// reqprof's own cost in the targets' context (selfcost.go): what
+	// entering a program run costs, measured as the programs are
+	// attached; the syscall tracepoints' runs timed at calibration; the
+	// timings kept since, and the rule that uses them.
+	entryPerRunNs float64
+	calibratedRun [selfKinds]float64
+	timed, timed0 [selfKinds]reqprofSelfTiming
+	self          *selfCost
 }
 
 // statsPeriod is how many polls make one period of the statistics: kept
@@ -75,7 +84,85 @@ func (m *overheadMeter) calibrate() error {
 			return err
 		}
 	}
+	if err := m.calibrateRuns(); err != nil {
+		return err
+	}
 	return m.setEntry(m.entryNs)
+}
+
+// calibrateRuns times the syscall tracepoints' runs on the calibrating
+// thread, what the rates start from until the window's own runs are
+// timed, and notes the timings so far, which the window's do not include.
+func (m *overheadMeter) calibrateRuns() error {
+	if err := m.objs.TimingSelf.Set(uint32(1)); err != nil {
+		return fmt.Errorf("timing the programs: %w", err)
+	}
+	_, err := measureSyscallEntry(m.objs)
+	m.objs.TimingSelf.Set(uint32(0))
+	if err != nil {
+		return err
+	}
+	timed, err := m.timings()
+	if err != nil {
+		return err
+	}
+	for _, k := range []reqprofSelfKind{reqprofSelfKindSELF_SYS_ENTER, reqprofSelfKindSELF_SYS_EXIT} {
+		if t := timed[k]; t.Runs > 0 {
+			m.calibratedRun[k] = float64(t.Ns) / float64(t.Runs)
+		}
+	}
+	m.timed0 = timed
+	return nil
+}
+
+// timings are the programs' timed runs so far, by kind, summed over CPUs.
+func (m *overheadMeter) timings() ([selfKinds]reqprofSelfTiming, error) {
+	var sum [selfKinds]reqprofSelfTiming
+	for k := range selfKinds {
+		var perCPU []reqprofSelfTiming
+		if err := m.objs.SelfTimings.Lookup(uint32(k), &perCPU); err != nil {
+			return sum, fmt.Errorf("reading the programs' timings: %w", err)
+		}
+		for _, t := range perCPU {
+			sum[k].Ns += t.Ns
+			sum[k].Runs += t.Runs
+		}
+	}
+	return sum, nil
+}
+
+// startRates are the rates before any of the window's runs are timed.
+func (m *overheadMeter) startRates() *selfRates {
+	return &selfRates{entryNs: m.entryPerRunNs, runNs: m.calibratedRun}
+}
+
+// updateRates sets the rates from the runs timed in the window, by kind;
+// a kind with none timed keeps what calibration gave it.
+func (m *overheadMeter) updateRates() {
+	if m.self == nil {
+		return
+	}
+	timed, err := m.timings()
+	if err != nil {
+		return
+	}
+	rates := m.startRates()
+	for k := range selfKinds {
+		runs, ns := timed[k].Runs-m.timed0[k].Runs, timed[k].Ns-m.timed0[k].Ns
+		if runs > 0 {
+			rates.runNs[k] = float64(ns) / float64(runs)
+		}
+	}
+	m.timed = timed
+	m.self.rates.Store(rates)
+}
+
+// selfRates are the rates as they stand.
+func (m *overheadMeter) selfRates() *selfRates {
+	if m.self == nil {
+		return m.startRates()
+	}
+	return m.self.rates.Load()
 }
 
 func (m *overheadMeter) setEntry(ns uint64) error {
@@ -137,6 +224,7 @@ func (m *overheadMeter) keepStats() {
 		m.setEntry(m.entryNs)
 		return
 	}
+	m.objs.TimingSelf.Set(uint32(1))
 	m.stats, m.statsSince, m.ns0, m.runs0, m.finished0 = closer, time.Now(), ns, runs, m.finished()
 }
 
@@ -152,9 +240,11 @@ func (m *overheadMeter) dropStats() {
 		m.bpfRuns += runs - m.runs0
 		m.sampledFinished += finished - m.finished0
 	}
+	m.objs.TimingSelf.Set(uint32(0))
 	m.stats.Close()
 	m.stats = nil
 	m.setEntry(m.entryNs)
+	m.updateRates()
 }
 
 // finished is how many requests the targets have finished so far, by the

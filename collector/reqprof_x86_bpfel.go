@@ -74,6 +74,10 @@ type reqprofCost struct {
 	PageFaults          uint32
 	VoluntarySwitches   uint32
 	InvoluntarySwitches uint32
+	SockOps             uint32
+	Wakeups             uint32
+	Interrupts          uint32
+	PadRuns             uint32
 	Syscalls            [8]reqprofSyscallSlot
 }
 
@@ -174,6 +178,35 @@ const (
 	reqprofSampleFlagsSAMPLE_START_UNSEEN reqprofSampleFlags = 4
 )
 
+type reqprofSelfKind uint32
+
+const (
+	reqprofSelfKindSELF_SYS_ENTER reqprofSelfKind = 0
+	reqprofSelfKindSELF_SYS_EXIT  reqprofSelfKind = 1
+	reqprofSelfKindSELF_SOCK      reqprofSelfKind = 2
+	reqprofSelfKindSELF_SWITCH    reqprofSelfKind = 3
+	reqprofSelfKindSELF_WAKE      reqprofSelfKind = 4
+	reqprofSelfKindSELF_INTERRUPT reqprofSelfKind = 5
+	reqprofSelfKindSELF_FAULT     reqprofSelfKind = 6
+	reqprofSelfKindSELF_KINDS     reqprofSelfKind = 7
+)
+
+type reqprofSelfRuns struct {
+	_          structs.HostLayout
+	Syscalls   uint64
+	SockOps    uint64
+	Switches   uint64
+	Wakeups    uint64
+	Interrupts uint64
+	Faults     uint64
+}
+
+type reqprofSelfTiming struct {
+	_    structs.HostLayout
+	Ns   uint64
+	Runs uint64
+}
+
 type reqprofStackSample struct {
 	_            structs.HostLayout
 	Kind         uint32
@@ -220,6 +253,7 @@ type reqprofTargetStats struct {
 	Finished             uint64
 	LostChunks           uint64
 	LostStackSamples     uint64
+	ExitedSelf           reqprofSelfRuns
 }
 
 type reqprofThreadState struct {
@@ -238,6 +272,7 @@ type reqprofThreadState struct {
 		Mode          uint32
 		SyscallNr     uint32
 	}
+	Self    reqprofSelfRuns
 	Serving struct {
 		_              structs.HostLayout
 		Conn           uint64
@@ -292,6 +327,7 @@ const (
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapRequests             = "requests"
+	reqprofMapSelfTimings          = "self_timings"
 	reqprofMapStackScratch         = "stack_scratch"
 	reqprofMapStats                = "stats"
 	reqprofMapStdioFds             = "stdio_fds"
@@ -329,12 +365,14 @@ const (
 	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
 	reqprofVarTargetOpenedNs       = "target_opened_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
+	reqprofVarTimingSelf           = "timing_self"
 	reqprofVarUnusedChunkRecord    = "unused_chunk_record"
 	reqprofVarUnusedLimits         = "unused_limits"
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
 	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
 	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
+	reqprofVarUnusedSelfKind       = "unused_self_kind"
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
 	reqprofVarUnusedUnixPath       = "unused_unix_path"
 	reqprofVarWatchUnix            = "watch_unix"
@@ -417,6 +455,7 @@ type reqprofMapSpecs struct {
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
+	SelfTimings     *ebpf.MapSpec `ebpf:"self_timings"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	StdioFds        *ebpf.MapSpec `ebpf:"stdio_fds"`
@@ -440,12 +479,14 @@ type reqprofVariableSpecs struct {
 	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
 	TargetOpenedNs       *ebpf.VariableSpec `ebpf:"target_opened_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
+	TimingSelf           *ebpf.VariableSpec `ebpf:"timing_self"`
 	UnusedChunkRecord    *ebpf.VariableSpec `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
 	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
+	UnusedSelfKind       *ebpf.VariableSpec `ebpf:"unused_self_kind"`
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
 	WatchUnix            *ebpf.VariableSpec `ebpf:"watch_unix"`
@@ -480,6 +521,7 @@ type reqprofMaps struct {
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	Requests        *ebpf.Map `ebpf:"requests"`
+	SelfTimings     *ebpf.Map `ebpf:"self_timings"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	StdioFds        *ebpf.Map `ebpf:"stdio_fds"`
@@ -500,6 +542,7 @@ func (m *reqprofMaps) Close() error {
 		m.ListenPorts,
 		m.ListenUnix,
 		m.Requests,
+		m.SelfTimings,
 		m.StackScratch,
 		m.Stats,
 		m.StdioFds,
@@ -524,12 +567,14 @@ type reqprofVariables struct {
 	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
 	TargetOpenedNs       *ebpf.Variable `ebpf:"target_opened_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
+	TimingSelf           *ebpf.Variable `ebpf:"timing_self"`
 	UnusedChunkRecord    *ebpf.Variable `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
 	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
+	UnusedSelfKind       *ebpf.Variable `ebpf:"unused_self_kind"`
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
 	WatchUnix            *ebpf.Variable `ebpf:"watch_unix"`

@@ -284,6 +284,7 @@ func share(r profile.Request, n int, first bool) profile.Request {
 	}
 	part32 := func(v uint32) uint32 { return uint32(part(uint64(v))) }
 	r.UserNs = part(r.UserNs)
+	r.SelfNs = part(r.SelfNs)
 	r.SyscallNs = part(r.SyscallNs)
 	r.SoftirqNs = part(r.SoftirqNs)
 	r.IrqNs = part(r.IrqNs)
@@ -302,6 +303,7 @@ func share(r profile.Request, n int, first bool) profile.Request {
 // carried one did.
 func merge(r, carried profile.Request) profile.Request {
 	r.UserNs += carried.UserNs
+	r.SelfNs += carried.SelfNs
 	r.SyscallNs += carried.SyscallNs
 	r.SoftirqNs += carried.SoftirqNs
 	r.IrqNs += carried.IrqNs

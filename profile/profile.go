@@ -31,6 +31,9 @@ type Request struct {
 
 	BytesIn  uint64
 	BytesOut uint64
+	// SelfNs is what reqprof's own programs cost in its context: taken
+	// out of the figures above, unless the run was made gross.
+	SelfNs uint64
 }
 
 // UnattributedSource is CPU a target's thread spent on a CPU while serving
@@ -147,6 +150,22 @@ type Target struct {
 	Goroutines string
 	// Stacks are its threads' stack samples, with --stacks; nil without.
 	Stacks *Stacks
+	// SelfCost is what reqprof's own programs cost the target's threads
+	// over the window; its per-request part is Finished.SelfNs.
+	SelfCost SelfCost
+}
+
+// SelfCost is reqprof's own cost in a target's context: its programs'
+// runs on the target's threads, counted in the kernel, each costed at what
+// a run was measured to cost.
+type SelfCost struct {
+	Measured bool // false for a run saved by an earlier build
+	// Kept: the figures include it (--gross); else it was taken out of
+	// each request's CPU, user/kernel split and kernel breakdown.
+	Kept bool
+	// TotalNs is over all the target's threads, served a request or not:
+	// what its process's CPU includes of it.
+	TotalNs uint64
 }
 
 // AttributedNs is CPU charged to any request, finished or not.
@@ -209,6 +228,7 @@ type Totals struct {
 	PageFaults          uint64
 	VoluntarySwitches   uint64
 	InvoluntarySwitches uint64
+	SelfNs              uint64
 
 	MaxCPUNs       uint64
 	MaxUserNs      uint64
@@ -237,6 +257,7 @@ func (t *Totals) Add(r Request) {
 	t.PageFaults += uint64(r.PageFaults)
 	t.VoluntarySwitches += uint64(r.VoluntarySwitches)
 	t.InvoluntarySwitches += uint64(r.InvoluntarySwitches)
+	t.SelfNs += r.SelfNs
 	t.MaxCPUNs = max(t.MaxCPUNs, cpu)
 	t.MaxUserNs = max(t.MaxUserNs, r.UserNs)
 	t.MaxKernelNs = max(t.MaxKernelNs, r.KernelNs)
@@ -278,6 +299,7 @@ func (t *Totals) Merge(o Totals) {
 	t.PageFaults += o.PageFaults
 	t.VoluntarySwitches += o.VoluntarySwitches
 	t.InvoluntarySwitches += o.InvoluntarySwitches
+	t.SelfNs += o.SelfNs
 	t.MaxCPUNs = max(t.MaxCPUNs, o.MaxCPUNs)
 	t.MaxUserNs = max(t.MaxUserNs, o.MaxUserNs)
 	t.MaxKernelNs = max(t.MaxKernelNs, o.MaxKernelNs)

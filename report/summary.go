@@ -149,6 +149,9 @@ type TargetSummary struct {
 	Execd       string  `json:"execd,omitempty"`
 	ExecdAfterS float64 `json:"execd_after_s,omitempty"`
 	Goroutines  string  `json:"goroutines,omitempty"`
+	// SelfCostUs is what reqprof's own programs cost in the target's
+	// context; absent for a run saved by a build that did not measure it.
+	SelfCostUs *SelfCostSummary `json:"self_cost_us,omitempty"`
 
 	// Stacks say where its CPU went inside its requests, from stack
 	// samples; absent unless they were taken (--stacks).
@@ -337,6 +340,12 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 	if t.Execd != "" {
 		ts.ExecdAfterS = roundTenth(t.ExecdAfter.Seconds())
 	}
+	if t.SelfCost.Measured {
+		ts.SelfCostUs = &SelfCostSummary{Total: roundHundredth(usFromNs(t.SelfCost.TotalNs)), TakenOut: !t.SelfCost.Kept}
+		if n > 0 {
+			ts.SelfCostUs.PerRequest = roundHundredth(float64(totals.SelfNs) / 1e3 / float64(n))
+		}
+	}
 	if len(sample) < n {
 		ts.SampledRequests = new(len(sample))
 	}
@@ -505,4 +514,14 @@ func summarizeSources(sources []profile.UnattributedSource, totalNs uint64) []Un
 		out = append(out, summary(g.name, g.ns, g.threads))
 	}
 	return out
+}
+
+// SelfCostSummary is reqprof's own cost in a target's context: per
+// finished request (its mean), and over all the target's threads in the
+// window. TakenOut says whether the request figures are net of it (the
+// default) or keep it (--gross).
+type SelfCostSummary struct {
+	PerRequest float64 `json:"per_request"`
+	Total      float64 `json:"total"`
+	TakenOut   bool    `json:"taken_out"`
 }

@@ -65,6 +65,9 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	} else if err := writeRequestFigures(b, t, s.SyscallEntryNs, opts); err != nil {
 		return err
 	}
+	if line := selfCostLine(t); line != "" {
+		b.WriteString(line + "\n")
+	}
 	if err := writeStacks(b, t.Stacks); err != nil {
 		return err
 	}
@@ -394,4 +397,17 @@ func writePerBurst(b *bytes.Buffer, perBurst map[string]uint64) {
 	}
 	fmt.Fprintf(b, "counted one per burst of their connection, its bytes not followed: %s %s (%s)\n",
 		groupDigits(strconv.FormatUint(total, 10)), plural(int(total), "request", "requests"), strings.Join(parts, "; "))
+}
+
+// selfCostLine says what reqprof's own cost was in a target's requests,
+// and whether it was taken out of their figures.
+func selfCostLine(t TargetSummary) string {
+	c := t.SelfCostUs
+	if c == nil || t.Requests == 0 {
+		return ""
+	}
+	if c.TakenOut {
+		return fmt.Sprintf("reqprof's own cost taken out: %.2f µs per request (--gross to keep it)", c.PerRequest)
+	}
+	return fmt.Sprintf("reqprof's own cost kept in (--gross): %.2f µs per request", c.PerRequest)
 }

@@ -41,6 +41,9 @@ type collectorFigures struct {
 	windowCPUNs uint64 // the collector's CPU from attached to the end of load
 	totalCPUNs  uint64 // the collector's CPU over its whole life
 	peakRSS     uint64 // bytes
+	// selfCostNs is what reqprof said its programs cost the target's
+	// threads over its window (self_cost_us.total).
+	selfCostNs uint64
 }
 
 // attach starts reqprof on pid, with these flags besides its defaults, and
@@ -132,6 +135,9 @@ func (a *attachment) stop(loadEndCPUNs uint64) (collectorFigures, error) {
 	}
 	f.requests = summary.Targets[0].Requests
 	f.lost = summary.Targets[0].LostEvents
+	if c := summary.Targets[0].SelfCostUs; c != nil {
+		f.selfCostNs = uint64(c.Total * 1e3)
+	}
 	return f, nil
 }
 

@@ -50,6 +50,13 @@ func (t trial) serverCPUPerRequestUs() float64 {
 	return float64(t.serverCPUNs) / float64(t.load.requests) / 1e3
 }
 
+// netCPUPerRequestUs is the server's CPU per answered request less what
+// reqprof said its own programs cost the server: what reqprof's figures,
+// net of it, stand for.
+func (t trial) netCPUPerRequestUs() float64 {
+	return (float64(t.serverCPUNs) - float64(t.collector.selfCostNs)) / float64(t.load.requests) / 1e3
+}
+
 // overhead is one server's detached and attached trials, alternated, and
 // the run-time statistics of reqprof's programs under the same load.
 type overhead struct {
@@ -148,6 +155,10 @@ func (b *bench) runAll() error {
 		}
 	}
 
+	if err := b.addGoHTTP(); err != nil {
+		return err
+	}
+
 	h2, err := startH2()
 	if err != nil {
 		return err
@@ -175,6 +186,41 @@ func (b *bench) runAll() error {
 	b.progress("a connection per request to nginx for %v", b.churn)
 	b.churned, err = b.connectionChurn(nginx)
 	return err
+}
+
+// addGoHTTP measures reqprof's overhead on the Go net/http server,
+// HTTP/1.1, one route that burns nothing.
+func (b *bench) addGoHTTP() error {
+	srv, err := startGoHTTP()
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	return b.addOverhead(srv, nil, "")
+}
+
+// runNet runs only the overhead rows the net-CPU goals are about: nginx,
+// the calibrated server at 0 µs and the Go net/http server.
+func (b *bench) runNet() error {
+	nginx, err := startNginx(b.tools.nginx, b.dir, b.connections, b.fileLimit)
+	if err != nil {
+		return err
+	}
+	err = b.addOverhead(nginx, nil, "")
+	nginx.stop()
+	if err != nil {
+		return err
+	}
+	srv, err := startCalserver(0)
+	if err != nil {
+		return err
+	}
+	err = b.addOverhead(srv, nil, "")
+	srv.stop()
+	if err != nil {
+		return err
+	}
+	return b.addGoHTTP()
 }
 
 func (b *bench) progress(format string, args ...any) {

@@ -30,6 +30,9 @@ type settings struct {
 	connections int
 	hold        time.Duration
 	churn       time.Duration
+	// netOnly runs only the rows of the net-CPU goals and prints those
+	// goals, writing no Markdown.
+	netOnly bool
 }
 
 // quickValues are the --quick defaults: every phase still runs, shorter.
@@ -75,6 +78,7 @@ func parseSettings(args []string) (settings, error) {
 	fs.IntVar(&s.connections, "connections", 10000, "concurrent connections of the many-connections phase")
 	fs.DurationVar(&s.hold, "hold", 15*time.Second, "how long the many connections stay open, sending requests")
 	fs.DurationVar(&s.churn, "churn", 60*time.Second, "length of the connection-per-request phase")
+	fs.BoolVar(&s.netOnly, "net-only", false, "run only nginx, the calibrated server at 0 µs and the Go net/http server, and print their net-CPU goals")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -129,6 +133,16 @@ func run(s settings) error {
 		}
 	}
 	b := &bench{settings: s, tools: tools, dir: dir, fileLimit: fileLimit, host: describeHost(tools)}
+	if s.netOnly {
+		if err := b.runNet(); err != nil {
+			return err
+		}
+		var w strings.Builder
+		w.WriteString(table([]string{"Goal", "Target", "Measured", "Met"}, b.netGoals()))
+		b.writeOverhead(&w)
+		fmt.Print(w.String())
+		return nil
+	}
 	if err := b.runAll(); err != nil {
 		return err
 	}

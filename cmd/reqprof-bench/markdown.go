@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,8 +64,53 @@ func (b *bench) writeGoals(w *strings.Builder) {
 			fmt.Sprintf("%s → %s RSS", megabytes(half.rss), megabytes(last.rss)),
 			met(float64(last.rss) < (1+goalChurnRSSGrowth)*float64(half.rss))},
 	}
+	rows = append(rows, b.netGoals()...)
 	fmt.Fprintf(w, "\n## Goals\n\n")
 	w.WriteString(table([]string{"Goal", "Target", "Measured", "Met"}, rows))
+}
+
+// netGoalServers are the servers whose net all-in CPU per request has a
+// goal: reqprof's figures net of its own cost should stand for what the
+// server costs without reqprof.
+var netGoalServers = []string{"nginx", "calserver, 0 µs burn", goHTTPName}
+
+// The net all-in CPU per request is within netGoalShare or netGoalUs of
+// the detached CPU per request, whichever is larger.
+const (
+	netGoalShare = 0.05
+	netGoalUs    = 1.0
+)
+
+// netGoals are the goal rows of the net all-in CPU per request: the
+// server's CPU less what reqprof said its programs cost it, per request,
+// against the server's CPU per request without reqprof, in runs
+// alternated in one bench.
+func (b *bench) netGoals() [][]string {
+	var rows [][]string
+	for _, name := range netGoalServers {
+		i := slices.IndexFunc(b.overheads, func(o overhead) bool { return o.server == name })
+		if i < 0 {
+			continue
+		}
+		o := b.overheads[i]
+		detached, net := o.detachedCPUUs(), o.netCPUUs()
+		bound := max(netGoalShare*detached, netGoalUs)
+		rows = append(rows, []string{
+			"Net all-in CPU per request, " + name,
+			"within 5% or 1 µs of detached",
+			fmt.Sprintf("net %.2f µs (attached %.2f less own cost %.2f) vs detached %.2f µs: %+.2f", net, o.attachedCPUUs(), o.selfCostUs(), detached, net-detached),
+			met(math.Abs(net-detached) <= bound),
+		})
+	}
+	return rows
+}
+
+func (o overhead) netCPUUs() float64 { return median(o.attached, trial.netCPUPerRequestUs) }
+
+// selfCostUs is what reqprof said its programs cost, per request the
+// load answered (median over the attached runs).
+func (o overhead) selfCostUs() float64 {
+	return median(o.attached, func(t trial) float64 { return float64(t.collector.selfCostNs) / float64(t.load.requests) / 1e3 })
 }
 
 // floor is the overhead of reqprof attached to an idle process, if measured.

@@ -116,6 +116,25 @@ func startCalserver(burn time.Duration) (*server, error) {
 	return &server{name: fmt.Sprintf("calserver, %d µs burn", burn.Microseconds()), cmd: cmd, addr: p.Addr}, nil
 }
 
+// startGoHTTP starts the Go net/http server over HTTP/1.1, one route that
+// burns nothing.
+func startGoHTTP() (*server, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, gohttpCommand, "--route", "/=0s", "--listen", "127.0.0.1:0")
+	cmd.Stderr = os.Stderr
+	p, err := calserver.Spawn(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &server{name: goHTTPName, cmd: cmd, addr: p.Addr}, nil
+}
+
+// goHTTPName names the Go net/http server's HTTP/1.1 rows.
+const goHTTPName = "Go net/http"
+
 // startH2 starts the Go net/http server speaking HTTP/2 without TLS, one
 // route that burns nothing: what reqprof costs per stream.
 func startH2() (*server, error) {

@@ -155,6 +155,7 @@ type outputFlags struct {
 	allSyscalls  bool
 	captureBytes int
 	noPayload    bool
+	gross        bool
 	stacks       bool
 	stackHz      int
 	pprofPath    string
@@ -173,6 +174,7 @@ func (o *outputFlags) register(c *command, duration string) {
 	c.IntVar(&o.captureBytes, "capture-bytes", collector.MaxCaptureBytes,
 		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
 	c.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
+	c.BoolVar(&o.gross, "gross", false, "keep reqprof's own cost in the figures as observed; by default what its programs cost in each request's context is taken out (and stated)")
 	c.BoolVar(&o.stacks, "stacks", false, "also sample the targets' on-CPU stacks, user and kernel, each sample with its request's route: where inside a request its CPU goes")
 	c.IntVar(&o.stackHz, "stack-hz", collector.DefaultStackHz, fmt.Sprintf("`HZ` stack samples a second on each CPU, 1 to %d (with --stacks)", collector.MaxStackHz))
 	c.StringVar(&o.pprofPath, "pprof", "", "`FILE` write the stack samples as a pprof profile, labelled by target, route and mode (implies --stacks)")
@@ -225,6 +227,7 @@ func (o *outputFlags) config(targets []collector.Target) collector.Config {
 		Duration:     o.duration,
 		CaptureBytes: o.captureBytes,
 		NoPayload:    o.noPayload,
+		Gross:        o.gross,
 		Stacks:       o.stacks,
 		StackHz:      o.stackHz,
 	}

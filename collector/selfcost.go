@@ -1,0 +1,162 @@
+package collector
+
+import (
+	"math"
+	"sync/atomic"
+
+	"github.com/reqprof/reqprof/profile"
+)
+
+// selfKinds is how many kinds of program runs the programs count and time
+// in a target's context (bpf/selfcost.h).
+const selfKinds = int(reqprofSelfKindSELF_KINDS)
+
+// selfRates is what one run of reqprof's programs costs a target, by kind:
+// entering a program (the tracepoint's dispatch, and for the syscall
+// tracepoints the kernel's slower syscall path they switch on), measured
+// at start, and the program's own run in a target's context, timed by the
+// programs while the statistics are kept.
+type selfRates struct {
+	entryNs float64
+	runNs   [selfKinds]float64
+}
+
+func (r *selfRates) perRun(kind reqprofSelfKind) float64 { return r.entryNs + r.runNs[kind] }
+
+// selfSplit is reqprof's own cost in one cost's context, by where it was
+// charged: in syscalls (the syscall tracepoints, and the socket, wake-up
+// and voluntary switch runs made inside a syscall), as user time (page
+// faults, and switches that preempted user code: the clock counts both as
+// user time), and in interrupts (the interrupt hooks' runs).
+type selfSplit struct {
+	syscallNs, userNs, interruptNs float64
+}
+
+func (s selfSplit) totalNs() float64 { return s.syscallNs + s.userNs + s.interruptNs }
+
+// splitOf is the own cost of the runs counted in c.
+func (r *selfRates) splitOf(c *reqprofCost) selfSplit {
+	calls := uint64(c.OtherSyscallCalls)
+	for _, slot := range c.Syscalls {
+		if slot.Nr != 0 {
+			calls += uint64(slot.Calls)
+		}
+	}
+	syscall := float64(calls)*(r.perRun(reqprofSelfKindSELF_SYS_ENTER)+r.perRun(reqprofSelfKindSELF_SYS_EXIT)) +
+		float64(c.SockOps)*r.perRun(reqprofSelfKindSELF_SOCK) +
+		float64(c.Wakeups)*r.perRun(reqprofSelfKindSELF_WAKE) +
+		float64(c.VoluntarySwitches)*r.perRun(reqprofSelfKindSELF_SWITCH)
+	user := float64(c.PageFaults)*r.perRun(reqprofSelfKindSELF_FAULT) +
+		float64(c.InvoluntarySwitches)*r.perRun(reqprofSelfKindSELF_SWITCH)
+	// An interrupt runs two hooks, its entry's and its exit's.
+	interrupt := float64(c.Interrupts) * 2 * r.perRun(reqprofSelfKindSELF_INTERRUPT)
+	return selfSplit{syscallNs: syscall, userNs: user, interruptNs: interrupt}
+}
+
+// totalOf is the own cost of a target's runs over the window: those of
+// its threads, served a request or not.
+func (r *selfRates) totalOf(runs reqprofSelfRuns) float64 {
+	return float64(runs.Syscalls)*(r.perRun(reqprofSelfKindSELF_SYS_ENTER)+r.perRun(reqprofSelfKindSELF_SYS_EXIT)) +
+		float64(runs.SockOps)*r.perRun(reqprofSelfKindSELF_SOCK) +
+		float64(runs.Switches)*r.perRun(reqprofSelfKindSELF_SWITCH) +
+		float64(runs.Wakeups)*r.perRun(reqprofSelfKindSELF_WAKE) +
+		float64(runs.Interrupts)*2*r.perRun(reqprofSelfKindSELF_INTERRUPT) +
+		float64(runs.Faults)*r.perRun(reqprofSelfKindSELF_FAULT)
+}
+
+func addRuns(into *reqprofSelfRuns, from reqprofSelfRuns) {
+	into.Syscalls += from.Syscalls
+	into.SockOps += from.SockOps
+	into.Switches += from.Switches
+	into.Wakeups += from.Wakeups
+	into.Interrupts += from.Interrupts
+	into.Faults += from.Faults
+}
+
+// selfCost is the rule that takes reqprof's own cost out of a request's
+// figures, the one place it is applied: at the decode boundary, before a
+// request is split, tallied or handed on. The rates are updated by the
+// overhead meter as the window goes and read by the consumer.
+type selfCost struct {
+	rates atomic.Pointer[selfRates]
+	gross bool // Config.Gross: measured and stated, not taken out
+}
+
+func newSelfCost(gross bool) *selfCost {
+	s := &selfCost{gross: gross}
+	s.rates.Store(&selfRates{})
+	return s
+}
+
+// taken is what came out of one record's figures, for the kernel
+// breakdown's rows.
+type taken struct {
+	syscallNs, interruptNs uint64
+}
+
+// net sets r.SelfNs to the own cost of the runs counted in c, and unless
+// gross takes it out of r's figures, each part from the time it was
+// charged as, never below zero: syscall time, user time, then softirq and
+// irq time.
+func (s *selfCost) net(r *profile.Request, c *reqprofCost) taken {
+	if s == nil {
+		return taken{}
+	}
+	split := s.rates.Load().splitOf(c)
+	r.SelfNs = roundNs(split.totalNs())
+	if s.gross {
+		return taken{}
+	}
+	var t taken
+	t.syscallNs = takeNs(&r.SyscallNs, roundNs(split.syscallNs))
+	takeNs(&r.UserNs, roundNs(split.userNs))
+	want := roundNs(split.interruptNs)
+	t.interruptNs = takeNs(&r.SoftirqNs, want)
+	t.interruptNs += takeNs(&r.IrqNs, want-t.interruptNs)
+	r.KernelNs = r.SyscallNs + r.SoftirqNs + r.IrqNs
+	return t
+}
+
+// takeNs takes up to want from *from, and says how much it took.
+func takeNs(from *uint64, want uint64) uint64 {
+	got := min(*from, want)
+	*from -= got
+	return got
+}
+
+func roundNs(ns float64) uint64 {
+	if ns <= 0 || math.IsNaN(ns) {
+		return 0
+	}
+	return uint64(math.Round(ns))
+}
+
+// scaleDown takes total off rows in proportion to each: the kernel
+// breakdown's rows keep summing to the requests' netted kernel time.
+func scaleDown(rows []*uint64, total uint64) {
+	var sum uint64
+	for _, r := range rows {
+		sum += *r
+	}
+	if sum == 0 || total == 0 {
+		return
+	}
+	total = min(total, sum)
+	left := total
+	for i, r := range rows {
+		part := uint64(float64(total) * float64(*r) / float64(sum))
+		if i == len(rows)-1 || part > left {
+			part = min(left, *r)
+		}
+		part = min(part, *r)
+		*r -= part
+		left -= part
+	}
+	// Rounding leaves at most a few ns: from the first rows that have them.
+	for _, r := range rows {
+		if left == 0 {
+			break
+		}
+		left -= takeNs(r, left)
+	}
+}

@@ -1,0 +1,151 @@
+package collector
+
+import (
+	"testing"
+
+	"github.com/reqprof/reqprof/profile"
+)
+
+// testRates: entering a run costs 20 ns; a sys_enter run 50, a sys_exit
+// 70, a socket operation's 200, a switch's 300, a wake-up's 100, an
+// interrupt hook's 40, a page fault's 30.
+func testRates() *selfRates {
+	r := &selfRates{entryNs: 20}
+	r.runNs[reqprofSelfKindSELF_SYS_ENTER] = 50
+	r.runNs[reqprofSelfKindSELF_SYS_EXIT] = 70
+	r.runNs[reqprofSelfKindSELF_SOCK] = 200
+	r.runNs[reqprofSelfKindSELF_SWITCH] = 300
+	r.runNs[reqprofSelfKindSELF_WAKE] = 100
+	r.runNs[reqprofSelfKindSELF_INTERRUPT] = 40
+	r.runNs[reqprofSelfKindSELF_FAULT] = 30
+	return r
+}
+
+func testCost() *reqprofCost {
+	var c reqprofCost
+	c.Syscalls[0] = reqprofSyscallSlot{Nr: 45 + 1, Calls: 2, Ns: 3000} // recvfrom
+	c.Syscalls[1] = reqprofSyscallSlot{Nr: 20 + 1, Calls: 1, Ns: 2000} // writev
+	c.OtherSyscallCalls, c.OtherSyscallNs = 1, 500
+	c.SyscallNs = 5500
+	c.UserNs = 4000
+	c.SoftirqNs[3] = 900 // NET_RX
+	c.IrqNs = 100
+	c.SockOps = 3
+	c.Wakeups = 1
+	c.VoluntarySwitches = 1
+	c.InvoluntarySwitches = 1
+	c.PageFaults = 2
+	c.Interrupts = 1
+	return &c
+}
+
+func TestSelfSplitCountsEachRunAtItsCost(t *testing.T) {
+	split := testRates().splitOf(testCost())
+	// 4 syscalls × (70 + 90), 3 socket operations × 220, a wake-up 120,
+	// a voluntary switch 320.
+	if want := 4.0*160 + 3*220 + 120 + 320; split.syscallNs != want {
+		t.Errorf("in syscalls %v ns, want %v", split.syscallNs, want)
+	}
+	// 2 faults × 50, an involuntary switch 320.
+	if want := 2.0*50 + 320; split.userNs != want {
+		t.Errorf("in user time %v ns, want %v", split.userNs, want)
+	}
+	// One interrupt: its entry's and exit's hooks, 60 each.
+	if want := 120.0; split.interruptNs != want {
+		t.Errorf("in interrupts %v ns, want %v", split.interruptNs, want)
+	}
+}
+
+func TestNetTakesOwnCostOutOfEachPart(t *testing.T) {
+	c := testCost()
+	r := requestOf(&reqprofRequestRecord{Cost: *c})
+	self := newSelfCost(false)
+	self.rates.Store(testRates())
+	took := self.net(&r, c)
+	if r.SelfNs != 1740+420+120 {
+		t.Errorf("SelfNs %d, want %d", r.SelfNs, 1740+420+120)
+	}
+	if r.SyscallNs != 5500-1740 || r.UserNs != 4000-420 {
+		t.Errorf("syscall %d user %d, want %d and %d", r.SyscallNs, r.UserNs, 5500-1740, 4000-420)
+	}
+	if r.SoftirqNs != 900-120 || r.IrqNs != 100 {
+		t.Errorf("softirq %d irq %d: the interrupts' part comes off softirq time first", r.SoftirqNs, r.IrqNs)
+	}
+	if r.KernelNs != r.SyscallNs+r.SoftirqNs+r.IrqNs {
+		t.Errorf("kernel %d is not its parts' sum", r.KernelNs)
+	}
+	if took.syscallNs != 1740 || took.interruptNs != 120 {
+		t.Errorf("took %+v", took)
+	}
+}
+
+func TestNetNeverGoesBelowZero(t *testing.T) {
+	c := testCost()
+	c.SyscallNs, c.UserNs, c.SoftirqNs[3], c.IrqNs = 100, 10, 50, 30
+	r := requestOf(&reqprofRequestRecord{Cost: *c})
+	self := newSelfCost(false)
+	self.rates.Store(testRates())
+	took := self.net(&r, c)
+	if r.CPUNs() != 0 {
+		t.Errorf("net CPU %d, want 0: more own cost than time", r.CPUNs())
+	}
+	if took.syscallNs != 100 || took.interruptNs != 80 {
+		t.Errorf("took %+v, want all there was", took)
+	}
+}
+
+func TestGrossKeepsTheFiguresAndStatesTheCost(t *testing.T) {
+	c := testCost()
+	r := requestOf(&reqprofRequestRecord{Cost: *c})
+	before := r
+	self := newSelfCost(true)
+	self.rates.Store(testRates())
+	if took := self.net(&r, c); took != (taken{}) {
+		t.Errorf("gross took %+v", took)
+	}
+	before.SelfNs = 2280
+	if r != before {
+		t.Errorf("gross changed the request: %+v, want %+v", r, before)
+	}
+}
+
+func TestBreakdownRowsLoseWhatWasTaken(t *testing.T) {
+	c := testCost()
+	r := requestOf(&reqprofRequestRecord{Cost: *c})
+	self := newSelfCost(false)
+	self.rates.Store(testRates())
+	var tally kernelTally
+	tally.add(c, self.net(&r, c))
+	var syscalls, interrupts uint64
+	for cause, cost := range tally.breakdown() {
+		if cause.Kind == profile.CauseSyscall {
+			syscalls += cost.Ns
+		} else {
+			interrupts += cost.Ns
+		}
+	}
+	if syscalls != r.SyscallNs || interrupts != r.SoftirqNs+r.IrqNs {
+		t.Errorf("rows sum to %d in syscalls and %d in interrupts, the request's net %d and %d",
+			syscalls, interrupts, r.SyscallNs, r.SoftirqNs+r.IrqNs)
+	}
+}
+
+func TestTotalCountsEveryRunOfTheThreads(t *testing.T) {
+	runs := reqprofSelfRuns{Syscalls: 10, SockOps: 2, Switches: 3, Wakeups: 1, Interrupts: 1, Faults: 4}
+	want := 10.0*160 + 2*220 + 3*320 + 120 + 2*60 + 4*50
+	if got := testRates().totalOf(runs); got != want {
+		t.Errorf("total %v ns, want %v", got, want)
+	}
+}
+
+func TestScaleDownKeepsProportionsAndSum(t *testing.T) {
+	a, b, c := uint64(600), uint64(300), uint64(100)
+	scaleDown([]*uint64{&a, &b, &c}, 500)
+	if a+b+c != 500 || a != 300 || b != 150 || c != 50 {
+		t.Errorf("rows %d %d %d after taking 500 of 1000", a, b, c)
+	}
+	scaleDown([]*uint64{&a, &b, &c}, 10000)
+	if a+b+c != 0 {
+		t.Errorf("rows %d %d %d after taking more than there was", a, b, c)
+	}
+}
