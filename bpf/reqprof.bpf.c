@@ -17,6 +17,7 @@
  *   threads.h     target threads: cutting their CPU time and charging it
  *   goroutines.h  Go's goroutines, followed across threads
  *   handoff.h     requests handed to the threads a server wakes
+ *   backends.h    outbound calls: their answers resume the request that called
  *   sched.h       switches off and onto a CPU, wake-ups, waiting
  *   calibrate.h   the syscall entry cost, measured on a thread of the collector
  *   interrupts.h  softirq and hard-IRQ time carved out of what it interrupted
@@ -36,6 +37,7 @@
  * as during the window, written once, here.
  */
 #include "sched.h"
+#include "backends.h"
 #include "calibrate.h"
 #include "interrupts.h"
 #include "stacks.h"
@@ -114,7 +116,7 @@ struct sock_op {
 
 /* Fills op for ret bytes moved on sk by the current thread, creating the
  * connection's state in phase, with flags, on its first sight; false when
- * nothing moved, or no target thread serves a served connection. */
+ * nothing moved, or no target thread moved them. */
 static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int ret, __u32 phase, __u32 flags,
 				       int just_read)
 {
@@ -125,7 +127,7 @@ static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int 
 		return false;
 	op->cookie = bpf_get_socket_cookie(sk);
 	op->c = conn_of(sk, op->cookie, op->st->target, op->tid, phase, flags, just_read);
-	return op->c && op->c->role == ROLE_SERVER;
+	return op->c != 0;
 }
 
 /* The thread turns to op's request: what it served before ends, unless it
@@ -137,6 +139,7 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 		leave_with(st, st->serving.conn == op->cookie ? op->c : 0);
 	st->serving.conn = op->cookie;
 	st->serving.served = 1;
+	st->serving.handed = 0;
 	st->handoff.depth = 0;
 }
 
@@ -148,9 +151,15 @@ static __always_inline void received(struct sock_op *op, int ret)
 	/* Reading more of the request it reads costs nothing here; anything
 	 * else ends what it served before. */
 	bool reading = c->phase == PHASE_READING;
+	bool interleaved = !reading && interleaves(op->st, op->cookie);
 	turn_to_request(op, reading);
-	if (!reading)
+	if (!reading) {
 		begin_request(c, op->cookie, op->tid);
+		if (interleaved)
+			c->rec.flags |= REQ_INTERLEAVED;
+	}
+	if (model_of(op->st) == RUNTIME_ASYNCIO)
+		loop_read(op->st, op->cookie);
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	struct thread_serving *sv = &op->st->serving;
@@ -293,6 +302,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	}
 	k->mode = MODE_SYSCALL;
 	k->syscall_nr = id;
+	loop_poll(st, id);
 	if (id == NR_CLOSE && watch_unix)
 		closing_fd(BPF_CORE_READ(regs, di));
 
@@ -324,6 +334,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		st->serving.wrote = 0;
 		st->serving.in_tail = 1;
 	}
+	if (st->loop.now_len)
+		loop_next_piece(st);
 	return 0;
 }
 
@@ -338,8 +350,12 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 		return 0;
 	}
 	struct sock_op op;
-	if (sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
+	if (!sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
+		return 0;
+	if (op.c->role == ROLE_SERVER)
 		received(&op, ret);
+	else if (op.c->role == ROLE_OUTBOUND)
+		backend_read(op.st, op.c, ret);
 	return 0;
 }
 
@@ -349,8 +365,12 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	/* A write on a connection never read from in the window answers a
 	 * request that started before it. */
 	struct sock_op op;
-	if (sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0))
+	if (!sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0))
+		return 0;
+	if (op.c->role == ROLE_SERVER)
 		sent(&op, ret);
+	else if (op.c->role == ROLE_OUTBOUND)
+		backend_written(op.st, op.c, ret);
 	return 0;
 }
 

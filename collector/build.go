@@ -147,6 +147,8 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		Execd:              p.execd,
 		ExecdAfter:         p.execdAfter,
 		Goroutines:         p.goroutines,
+		Runtime:            p.runtime,
+		RuntimeFrom:        p.runtimeFrom,
 	}
 	if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && s.ChildrenFollowed == 0 {
 		t.SchedCPUNs = p.schedNsAt - p.schedNs0
@@ -251,6 +253,7 @@ func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
 		t.KernelBreakdown = p.kernel.breakdown()
 		t.RouteTotals = p.finished.byRoute
 		t.Requests = p.finished.sample.kept
+		t.Backends = b.res.backends.of(i)
 	}
 	return profile.Run{Duration: time.Duration(endNs - startNs), Targets: b.targets, Meta: meta}
 }

@@ -65,6 +65,9 @@ type Config struct {
 	// records are lost. The request's strings are interned: they may be
 	// kept.
 	OnRequest func(target int, r profile.Request)
+	// Runtime names how every target resumes a request whose backend
+	// answered (a key of Runtimes); "" detects it per target.
+	Runtime string
 	// OnProgress, if set, is called about once a second while the window
 	// is open with what the collector knows so far besides finished
 	// requests (see Progress).
@@ -117,8 +120,11 @@ type process struct {
 	// no single figure to compare with.
 	members    []int
 	goroutines string // how a Go process's goroutines are followed; "" if it is none
-	finished   *finishedRequests
-	kernel     *kernelTally
+	// runtime is how its threads resume a request whose backend answered
+	// (a name in Runtimes), and runtimeFrom how it was chosen.
+	runtime, runtimeFrom string
+	finished             *finishedRequests
+	kernel               *kernelTally
 }
 
 // Run profiles the targets for one window and returns what it measured.
@@ -243,7 +249,7 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	meta := hostMeta(s.overhead.entryNs)
 	s.overhead.open()
 	defer s.overhead.dropStats() // on a return before the window closes
-	startNs, err := openWindow(s.objs, s.procs, cfg.FollowChildren, cfg.Stdio)
+	startNs, err := openWindow(s.objs, s.procs, cfg)
 	if err != nil {
 		return profile.Run{}, err
 	}
@@ -340,7 +346,8 @@ func enableAndCalibrate(objs *bpfObjects, overhead *overheadMeter) error {
 // openWindow registers the targets: a target's threads seen first after
 // this have run since the window's start, and each target's CPU clock is
 // read at the same instant.
-func openWindow(objs *bpfObjects, procs []*process, followChildren bool, stdio StdioMode) (startNs uint64, err error) {
+func openWindow(objs *bpfObjects, procs []*process, cfg Config) (startNs uint64, err error) {
+	followChildren, stdio := cfg.FollowChildren, cfg.Stdio
 	startNs = monotonicNs()
 	if err := objs.EnableNs.Set(startNs); err != nil {
 		return 0, fmt.Errorf("setting the window start: %w", err)
@@ -348,6 +355,9 @@ func openWindow(objs *bpfObjects, procs []*process, followChildren bool, stdio S
 	for i, p := range procs {
 		p.schedNs0, _ = ProcessCPUNs(p.PID)
 		p.schedNsAt = p.schedNs0
+		if err := p.setRuntime(objs, i, cfg.Runtime); err != nil {
+			return 0, fmt.Errorf("setting the runtime of target %d: %w", p.PID, err)
+		}
 		if err := p.register(objs, i, followChildren); err != nil {
 			return 0, err
 		}
@@ -793,6 +803,7 @@ type consumeResult struct {
 	err    error
 	// onRequest is Config.OnRequest.
 	onRequest func(target int, r profile.Request)
+	backends  backendUses
 }
 
 // consume reads finished requests until the reader is flushed. Its memory
@@ -859,6 +870,13 @@ func (res *consumeResult) decode(b []byte) {
 		} else if res.bursts.chunk(c.conn, c.offset, c.data) {
 			res.droppedChunks++
 		}
+	case uint32(reqprofRecordKindRECORD_BACKEND):
+		r, err := decodeBackend(b)
+		if err != nil || int(r.Target) >= len(res.finished) {
+			res.malformed++
+			return
+		}
+		res.backends.held(r)
 	case uint32(reqprofRecordKindRECORD_STACK):
 		d, err := decodeStackSample(b)
 		if err != nil || res.stacks == nil {
@@ -877,6 +895,7 @@ func newConsumeResult(targets int) consumeResult {
 		kernel:   make([]kernelTally, targets),
 		names:    newRouteNames(maxRouteNames),
 		perBurst: make([]map[string]uint64, targets),
+		backends: newBackendUses(targets),
 	}
 	res.bursts = newBursts(res.names.internBytes)
 	for i := range targets {
@@ -899,6 +918,7 @@ func (res *consumeResult) add(d decodedRecord) {
 		d.request.Route = res.names.name(nil, d.localPort)
 		res.finish(d.target, d.request)
 		res.stacksFinished(&d, false, d.request.Route)
+		res.backendsFinished(&d, d.request.Route)
 		return
 	}
 	s, f := res.bursts.burst(&d)
@@ -917,6 +937,7 @@ func (res *consumeResult) add(d decodedRecord) {
 		res.finish(d.target, r)
 		res.countPerBurst(d.target, s.fallback)
 		res.stacksFinished(&d, carried, r.Route)
+		res.backendsFinished(&d, r.Route)
 	case s.carried:
 		if f == nil {
 			f = res.bursts.follow(d.request.Conn)
@@ -938,6 +959,18 @@ func (res *consumeResult) add(d decodedRecord) {
 		if res.stacks != nil {
 			res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
 		}
+		if len(res.routes) > 0 {
+			res.backendsFinished(&d, res.routes[0].Route)
+		}
+	}
+}
+
+// backendsFinished gives the backend calls of d's burst to its first
+// request, named route. A burst that completes no request keeps them for
+// the one that does.
+func (res *consumeResult) backendsFinished(d *decodedRecord, route string) {
+	if d.flags&uint32(reqprofRecordFlagsREQ_BACKENDS) != 0 {
+		res.backends.finished(d.target, d.request.Conn, profile.RouteKey{Route: route, Port: d.localPort})
 	}
 }
 

@@ -13,6 +13,30 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type reqprofBackendRecord struct {
+	_       structs.HostLayout
+	Kind    uint32
+	Target  uint32
+	Conn    uint64
+	StartNs uint64
+	Use     reqprofBackendUse
+}
+
+type reqprofBackendUse struct {
+	_    structs.HostLayout
+	Peer struct {
+		_      structs.HostLayout
+		Addr   [16]uint8
+		Port   uint16
+		Family uint16
+		Pad    uint32
+	}
+	Calls    uint64
+	WaitNs   uint64
+	BytesIn  uint64
+	BytesOut uint64
+}
+
 type reqprofChunkRecord struct {
 	_      structs.HostLayout
 	Kind   uint32
@@ -43,21 +67,42 @@ const (
 type reqprofConnRole uint32
 
 const (
-	reqprofConnRoleROLE_SERVER reqprofConnRole = 1
-	reqprofConnRoleROLE_OTHER  reqprofConnRole = 2
+	reqprofConnRoleROLE_SERVER   reqprofConnRole = 1
+	reqprofConnRoleROLE_OTHER    reqprofConnRole = 2
+	reqprofConnRoleROLE_OUTBOUND reqprofConnRole = 3
 )
 
 type reqprofConnState struct {
-	_         structs.HostLayout
-	Rec       reqprofRequestRecord
-	Tail      reqprofCost
-	Phase     reqprofConnPhase
-	Role      reqprofConnRole
-	InOff     uint64
-	Chunked   uint32
-	FollowAll uint32
-	Streamed  uint32
-	ConnFlags uint32
+	_            structs.HostLayout
+	Rec          reqprofRequestRecord
+	Tail         reqprofCost
+	Phase        reqprofConnPhase
+	Role         reqprofConnRole
+	InOff        uint64
+	Chunked      uint32
+	FollowAll    uint32
+	Streamed     uint32
+	ConnFlags    uint32
+	BackendsUsed uint32
+	Pad          uint32
+	Backends     [4]reqprofBackendUse
+	Link         struct {
+		_            structs.HostLayout
+		Owner        uint64
+		OwnerStartNs uint64
+		CallStartNs  uint64
+		WaitedNs     uint64
+		UnsentOut    uint64
+		Answering    uint32
+		OwnerInTail  uint32
+		Peer         struct {
+			_      structs.HostLayout
+			Addr   [16]uint8
+			Port   uint16
+			Family uint16
+			Pad    uint32
+		}
+	}
 }
 
 type reqprofCost struct {
@@ -119,6 +164,8 @@ const (
 	reqprofLimitsUNIX_PATH_MAX        reqprofLimits = 108
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
+	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
+	reqprofLimitsLOOP_QUEUE           reqprofLimits = 16
 )
 
 type reqprofRecordFlags uint32
@@ -128,6 +175,8 @@ const (
 	reqprofRecordFlagsREQ_CHUNKED      reqprofRecordFlags = 2
 	reqprofRecordFlagsREQ_UNIX         reqprofRecordFlags = 4
 	reqprofRecordFlagsREQ_STDIO        reqprofRecordFlags = 8
+	reqprofRecordFlagsREQ_BACKENDS     reqprofRecordFlags = 16
+	reqprofRecordFlagsREQ_INTERLEAVED  reqprofRecordFlags = 32
 )
 
 type reqprofRecordKind uint32
@@ -137,6 +186,7 @@ const (
 	reqprofRecordKindRECORD_CHUNK   reqprofRecordKind = 2
 	reqprofRecordKindRECORD_CLOSED  reqprofRecordKind = 3
 	reqprofRecordKindRECORD_STACK   reqprofRecordKind = 4
+	reqprofRecordKindRECORD_BACKEND reqprofRecordKind = 5
 )
 
 type reqprofRequestRecord struct {
@@ -158,6 +208,15 @@ type reqprofRequestRecord struct {
 	PayloadLen   uint16
 	Payload      [1024]uint8
 }
+
+type reqprofRuntimeModel uint32
+
+const (
+	reqprofRuntimeModelRUNTIME_THREADS   reqprofRuntimeModel = 0
+	reqprofRuntimeModelRUNTIME_IMMEDIATE reqprofRuntimeModel = 1
+	reqprofRuntimeModelRUNTIME_ASYNCIO   reqprofRuntimeModel = 2
+	reqprofRuntimeModelRUNTIME_GO        reqprofRuntimeModel = 3
+)
 
 type reqprofSampleFlags uint32
 
@@ -237,6 +296,8 @@ type reqprofThreadState struct {
 		ReadBuf        uint64
 		ReadLen        uint64
 		InTail         uint32
+		Handed         uint32
+		Pad            uint32
 		Wrote          uint32
 		Served         uint32
 		Dirty          uint32
@@ -265,6 +326,15 @@ type reqprofThreadState struct {
 		Kind       uint32
 		Pad        uint32
 	}
+	Loop struct {
+		_       structs.HostLayout
+		Next    [16]uint64
+		Now     [16]uint64
+		NextLen uint32
+		NowLen  uint32
+		NowAt   uint32
+		Model   uint32
+	}
 }
 
 type reqprofUnixPath struct {
@@ -285,6 +355,7 @@ const (
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapRequests             = "requests"
+	reqprofMapRuntimes             = "runtimes"
 	reqprofMapStackScratch         = "stack_scratch"
 	reqprofMapStats                = "stats"
 	reqprofMapStdioFds             = "stdio_fds"
@@ -322,11 +393,13 @@ const (
 	reqprofVarStdioChannels        = "stdio_channels"
 	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
+	reqprofVarUnusedBackendRecord  = "unused_backend_record"
 	reqprofVarUnusedChunkRecord    = "unused_chunk_record"
 	reqprofVarUnusedLimits         = "unused_limits"
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
 	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
+	reqprofVarUnusedRuntimeModel   = "unused_runtime_model"
 	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
 	reqprofVarUnusedUnixPath       = "unused_unix_path"
@@ -410,6 +483,7 @@ type reqprofMapSpecs struct {
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
+	Runtimes        *ebpf.MapSpec `ebpf:"runtimes"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	StdioFds        *ebpf.MapSpec `ebpf:"stdio_fds"`
@@ -433,11 +507,13 @@ type reqprofVariableSpecs struct {
 	StdioChannels        *ebpf.VariableSpec `ebpf:"stdio_channels"`
 	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
+	UnusedBackendRecord  *ebpf.VariableSpec `ebpf:"unused_backend_record"`
 	UnusedChunkRecord    *ebpf.VariableSpec `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
+	UnusedRuntimeModel   *ebpf.VariableSpec `ebpf:"unused_runtime_model"`
 	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
@@ -473,6 +549,7 @@ type reqprofMaps struct {
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	Requests        *ebpf.Map `ebpf:"requests"`
+	Runtimes        *ebpf.Map `ebpf:"runtimes"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	StdioFds        *ebpf.Map `ebpf:"stdio_fds"`
@@ -493,6 +570,7 @@ func (m *reqprofMaps) Close() error {
 		m.ListenPorts,
 		m.ListenUnix,
 		m.Requests,
+		m.Runtimes,
 		m.StackScratch,
 		m.Stats,
 		m.StdioFds,
@@ -517,11 +595,13 @@ type reqprofVariables struct {
 	StdioChannels        *ebpf.Variable `ebpf:"stdio_channels"`
 	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
+	UnusedBackendRecord  *ebpf.Variable `ebpf:"unused_backend_record"`
 	UnusedChunkRecord    *ebpf.Variable `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
+	UnusedRuntimeModel   *ebpf.Variable `ebpf:"unused_runtime_model"`
 	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
