@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/reqprof/reqprof/internal/calserver"
@@ -173,3 +174,100 @@ func TestNodeTwoBackendCalls(t *testing.T) {
 	backend.stop(t)
 }
 
+// TestNginxProxyBackend: nginx as a reverse proxy (proxy_pass, upstream
+// keep-alive) in front of a calibrated server: every request counted once,
+// by route, each with its one call upstream and the upstream's wait.
+func TestNginxProxyBackend(t *testing.T) {
+	nginxBin := lookPathOrFail(t, "nginx")
+	backend := startCalserver(t, "--model", "threads", "--route", "/a=50us", "--route", "/b=200us", "--sleep", "300us")
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+error_log %[1]s/error.log;
+pid %[1]s/nginx.pid;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s;
+	proxy_temp_path %[1]s;
+	fastcgi_temp_path %[1]s;
+	uwsgi_temp_path %[1]s;
+	scgi_temp_path %[1]s;
+	upstream backend { server %[3]s; keepalive 64; }
+	server {
+		listen 127.0.0.1:%[2]d backlog=4096;
+		location / {
+			proxy_pass http://backend;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+		}
+	}
+}
+`, dir, port, backend.addr)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nginxBin, "-c", confPath, "-p", dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	waitListening(t, port)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	const conns, requests = 16, 4000
+	paths := []string{"/a", "/b"}
+	// Upstream connections open before the window (see checkBackendRoutes).
+	if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: addr, Conns: conns, Requests: 8 * conns, Paths: paths}); err != nil {
+		t.Fatalf("warm-up load: %v", err)
+	}
+	var load loadgen.Result
+	w := measure(t, []int{cmd.Process.Pid}, func() {
+		var err error
+		if load, err = loadgen.Run(context.Background(), loadgen.Config{Addr: addr, Conns: conns, Requests: requests, Paths: paths}); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	if target.Runtime != "node" || target.RuntimeFrom != "detected" {
+		t.Errorf("runtime %q (%s), want node, detected", target.Runtime, target.RuntimeFrom)
+	}
+	for _, path := range paths {
+		route := "GET " + path
+		got, ok := routeTotals(target)[route]
+		if !ok {
+			t.Fatalf("no route %q in %v", route, target.RouteTotals)
+		}
+		if got.Requests != load.PerPath[path] {
+			t.Errorf("%s: reqprof counted %d requests, the load generator %d", route, got.Requests, load.PerPath[path])
+		}
+		b, ok := backendOf(target, route, backend.addr)
+		if !ok {
+			t.Errorf("%s: no calls upstream to %s in %+v", route, backend.addr, target.Backends)
+			continue
+		}
+		perRequest := float64(b.Calls) / float64(got.Requests)
+		waitUs := float64(b.WaitNs) / float64(got.Requests) / 1e3
+		t.Logf("%s: %d requests, %.1f µs CPU; %.3f calls upstream a request, %.1f µs waiting, %.0f B in, %.0f B out; interleaved %.1f%%",
+			route, got.Requests, meanTotalsUs(got), perRequest, waitUs, float64(b.BytesIn)/float64(got.Requests),
+			float64(b.BytesOut)/float64(got.Requests), 100*float64(got.InterleavedNs)/float64(got.CPUNs))
+		// As for Node: exact, save for the rare call written from
+		// another event than its request's.
+		if !within(perRequest, 1, 0.01) {
+			t.Errorf("%s: %d calls upstream for %d requests, want one each", route, b.Calls, got.Requests)
+		}
+		if waitUs < 300 {
+			t.Errorf("%s: %.1f µs waiting upstream a request; the upstream sleeps 300 µs a request", route, waitUs)
+		}
+	}
+	truth := backend.stop(t)
+	if int(truth.Requests) != 8*conns+requests {
+		t.Errorf("upstream served %d requests, want %d", truth.Requests, 8*conns+requests)
+	}
+}
