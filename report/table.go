@@ -65,6 +65,7 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	} else if err := writeRequestFigures(b, t, s.SyscallEntryNs, opts); err != nil {
 		return err
 	}
+	writeBackends(b, t)
 	if err := writeStacks(b, t.Stacks); err != nil {
 		return err
 	}

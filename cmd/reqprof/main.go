@@ -155,6 +155,7 @@ type outputFlags struct {
 	allSyscalls  bool
 	captureBytes int
 	noPayload    bool
+	runtime      string
 	stacks       bool
 	stackHz      int
 	pprofPath    string
@@ -173,6 +174,7 @@ func (o *outputFlags) register(c *command, duration string) {
 	c.IntVar(&o.captureBytes, "capture-bytes", collector.MaxCaptureBytes,
 		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
 	c.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
+	c.StringVar(&o.runtime, "runtime", "", "how a target resumes a request whose backend answered: "+collector.RuntimeNames+" (default: detected per target)")
 	c.BoolVar(&o.stacks, "stacks", false, "also sample the targets' on-CPU stacks, user and kernel, each sample with its request's route: where inside a request its CPU goes")
 	c.IntVar(&o.stackHz, "stack-hz", collector.DefaultStackHz, fmt.Sprintf("`HZ` stack samples a second on each CPU, 1 to %d (with --stacks)", collector.MaxStackHz))
 	c.StringVar(&o.pprofPath, "pprof", "", "`FILE` write the stack samples as a pprof profile, labelled by target, route and mode (implies --stacks)")
@@ -182,6 +184,9 @@ func (o *outputFlags) register(c *command, duration string) {
 func (o *outputFlags) validate() error {
 	if o.captureBytes < 1 || o.captureBytes > collector.MaxCaptureBytes {
 		return badInput("--capture-bytes %d: want 1 to %d", o.captureBytes, collector.MaxCaptureBytes)
+	}
+	if _, ok := collector.Runtimes[o.runtime]; o.runtime != "" && !ok {
+		return badInput("--runtime %q: want one of %s", o.runtime, collector.RuntimeNames)
 	}
 	if o.duration < 0 {
 		return badInput("--duration %v: want 0 or more", o.duration)
@@ -225,6 +230,7 @@ func (o *outputFlags) config(targets []collector.Target) collector.Config {
 		Duration:     o.duration,
 		CaptureBytes: o.captureBytes,
 		NoPayload:    o.noPayload,
+		Runtime:      o.runtime,
 		Stacks:       o.stacks,
 		StackHz:      o.stackHz,
 	}
