@@ -16,6 +16,7 @@
 
 #include "cost.h"
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 
 /* Moves a tail's CPU into the request it follows, and counts it as loop
  * time. Its waiting is not the request's: once the response is out, a
@@ -36,6 +37,21 @@ static __always_inline void count_dropped(struct target_stats *s, struct request
 	COUNT(s, dropped_ns, cpu_ns_of(&r->cost));
 }
 
+/* Sends what the request of c did with each backend it called, just
+ * before its own record, which says so (REQ_BACKENDS). */
+static __always_inline void emit_backends(struct conn_state *c, __u64 cookie)
+{
+	struct backend_record b = {.kind = RECORD_BACKEND, .target = c->rec.target, .conn = cookie,
+				   .start_ns = c->rec.start_ns};
+	for (int i = 0; i < MAX_BACKENDS; i++) {
+		if (i >= c->backends_used)
+			break;
+		b.use = c->backends[i];
+		bpf_ringbuf_output(&requests, &b, sizeof(b), 0);
+	}
+	c->rec.flags |= REQ_BACKENDS;
+}
+
 static __always_inline void emit(struct conn_state *c, __u64 cookie)
 {
 	struct request_record *r = &c->rec;
@@ -51,6 +67,8 @@ static __always_inline void emit(struct conn_state *c, __u64 cookie)
 	r->kind = RECORD_REQUEST;
 	r->conn = cookie;
 	COUNT(s, finished, 1);
+	if (c->backends_used)
+		emit_backends(c, cookie);
 	__u32 len = r->payload_len;
 	if (len > PAYLOAD_MAX)
 		len = PAYLOAD_MAX;
@@ -82,6 +100,7 @@ static __always_inline void begin_request(struct conn_state *c, __u64 cookie, __
 	r->payload_len = 0;
 	r->stream_off = c->in_off;
 	r->flags = c->conn_flags;
+	c->backends_used = 0;
 	c->chunked = 0;
 	c->phase = PHASE_READING;
 }
@@ -163,6 +182,33 @@ static __always_inline bool served_socket(struct sock *sk, __u16 *port)
 	return true;
 }
 
+/* Whether sk, served by none of the targets' listeners, is a stream the
+ * target connected: TCP, or a Unix stream socket. */
+static __always_inline bool outbound_stream(struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == AF_UNIX)
+		return BPF_CORE_READ(sk, sk_type) == SOCK_STREAM;
+	return (family == AF_INET || family == AF_INET6) && BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP;
+}
+
+/* The peer of an outbound stream: its address and port, or only the
+ * family for a Unix socket. */
+static __always_inline void peer_of(struct sock *sk, struct backend_peer *p)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	__builtin_memset(p, 0, sizeof(*p));
+	p->family = family;
+	if (family == AF_INET) {
+		__be32 addr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(p->addr, &addr, sizeof(addr));
+	} else if (family == AF_INET6) {
+		bpf_core_read(p->addr, sizeof(p->addr), &sk->__sk_common.skc_v6_daddr);
+	}
+	if (family != AF_UNIX)
+		p->port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+}
+
 /* Bytes read from a TCP connection since it opened, less unread: what
  * arrived minus what waits in the receive queue. Read once, when a
  * connection is first seen: from then on its reads are counted. */
@@ -222,8 +268,8 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	/* No count of bytes read is kept for a Unix socket: its requests are
 	 * counted from here. */
 	__u32 conn_flags = served && !port ? REQ_UNIX : 0;
-	struct conn_state *fresh =
-		fresh_conn(target, tid, phase, served ? ROLE_SERVER : ROLE_OTHER, conn_flags, port);
+	__u32 role = served ? ROLE_SERVER : outbound_stream(sk) ? ROLE_OUTBOUND : ROLE_OTHER;
+	struct conn_state *fresh = fresh_conn(target, tid, phase, role, conn_flags, port);
 	if (!fresh)
 		return 0;
 	fresh->rec.flags |= flags;
@@ -231,7 +277,12 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 		__u64 consumed = consumed_of(sk);
 		fresh->in_off = consumed > (__u64)just_read ? consumed - just_read : 0;
 	}
-	return insert_conn(cookie, fresh);
+	c = insert_conn(cookie, fresh);
+	/* Into the map's copy: the template is left as every other
+	 * connection needs it. */
+	if (c && role == ROLE_OUTBOUND)
+		peer_of(sk, &c->link.peer);
+	return c;
 }
 
 /* A stdio channel's state, created on its first read: a server

@@ -54,6 +54,7 @@ static __always_inline bool hand_off(struct task_struct *p)
 	struct thread_state *st = bpf_task_storage_get(&threads, p, 0, 0);
 	if (!st || !st->serving.served)
 		return true;
+	waker->serving.handed = 1;
 	st->handoff.pending_conn = waker->serving.conn;
 	st->handoff.pending_depth = waker->handoff.depth + 1;
 	st->handoff.pending = 1;

@@ -85,11 +85,21 @@ typedef struct {
 	__s64 counter;
 } atomic64_t;
 
+struct in6_addr {
+	union {
+		__u8 u6_addr8[16];
+	} in6_u;
+} __attribute__((preserve_access_index));
+
 struct sock_common {
 	unsigned short skc_family;
 	__u16 skc_num; /* local port, host byte order */
 	__u32 unread_pad; /* never read: the layout is the kernel's, relocated */
 	atomic64_t skc_cookie; /* set once the socket's cookie was asked for */
+	__be32 skc_daddr; /* the peer's IPv4 address */
+	__be16 skc_dport; /* the peer's port */
+	__u16 unread_pad2;
+	struct in6_addr skc_v6_daddr;
 } __attribute__((preserve_access_index));
 
 struct sock {

@@ -17,6 +17,7 @@
  *   threads.h     target threads: cutting their CPU time and charging it
  *   goroutines.h  Go's goroutines, followed across threads
  *   handoff.h     requests handed to the threads a server wakes
+ *   backends.h    outbound calls: their answers resume the request that called
  *   sched.h       switches off and onto a CPU, wake-ups, waiting
  *   calibrate.h   the syscall entry cost, measured on a thread of the collector
  *   selfcost.h    the programs' own runs in a target's context, counted and timed
@@ -37,6 +38,7 @@
  * as during the window, written once, here.
  */
 #include "sched.h"
+#include "backends.h"
 #include "calibrate.h"
 #include "interrupts.h"
 #include "stacks.h"
@@ -119,7 +121,7 @@ struct sock_op {
 
 /* Fills op for ret bytes moved on sk by the current thread, creating the
  * connection's state in phase, with flags, on its first sight; false when
- * nothing moved, or no target thread serves a served connection. */
+ * nothing moved, or no target thread moved them. */
 static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int ret, __u32 phase, __u32 flags,
 				       int just_read)
 {
@@ -132,7 +134,8 @@ static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int 
 	op->c = conn_of(sk, op->cookie, op->st->target, op->tid, phase, flags, just_read);
 	if (op->c && op->c->role == ROLE_SERVER)
 		return true;
-	/* Counted here, where the thread goes on with what it serves;
+	/* Counted here, where the thread goes on with what it serves (or,
+	 * on an outbound connection, before its answer resumes a request);
 	 * a served one's, once the thread turned to its request. */
 	count_sock_op(op->st);
 	return false;
@@ -147,6 +150,7 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 		leave_with(st, st->serving.conn == op->cookie ? op->c : 0);
 	st->serving.conn = op->cookie;
 	st->serving.served = 1;
+	st->serving.handed = 0;
 	st->handoff.depth = 0;
 	count_sock_op(st);
 }
@@ -159,9 +163,15 @@ static __always_inline void received(struct sock_op *op, int ret)
 	/* Reading more of the request it reads costs nothing here; anything
 	 * else ends what it served before. */
 	bool reading = c->phase == PHASE_READING;
+	bool interleaved = !reading && interleaves(op->st, op->cookie);
 	turn_to_request(op, reading);
-	if (!reading)
+	if (!reading) {
 		begin_request(c, op->cookie, op->tid);
+		if (interleaved)
+			c->rec.flags |= REQ_INTERLEAVED;
+	}
+	if (model_of(op->st) == RUNTIME_ASYNCIO)
+		loop_read(op->st, op->cookie);
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	struct thread_serving *sv = &op->st->serving;
@@ -334,6 +344,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	}
 	k->mode = MODE_SYSCALL;
 	k->syscall_nr = id;
+	loop_poll(st, id);
 	if (id == NR_CLOSE && watch_unix)
 		closing_fd(BPF_CORE_READ(regs, di));
 
@@ -371,6 +382,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (w.c)
 		send_response(w.c, w.cookie, w.buf, w.buf_len, w.off, w.len);
+	if (st->loop.now_len)
+		loop_next_piece(st);
 	self_timed(SELF_SYS_EXIT, t0);
 	return 0;
 }
@@ -389,6 +402,8 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	struct sock_op op = {};
 	if (sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
 		received(&op, ret);
+	else if (op.c && op.c->role == ROLE_OUTBOUND)
+		backend_read(op.st, op.c, ret);
 	if (op.st)
 		self_timed(SELF_SOCK, t0);
 	return 0;
@@ -403,6 +418,8 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	struct sock_op op = {};
 	if (sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0))
 		sent(&op, ret);
+	else if (op.c && op.c->role == ROLE_OUTBOUND)
+		backend_written(op.st, op.c, ret);
 	if (op.st)
 		self_timed(SELF_SOCK, t0);
 	return 0;

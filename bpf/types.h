@@ -48,6 +48,12 @@ enum limits {
 	/* Most frames of a stack sample's kernel stack, and of its user
 	 * stack: the kernel's default perf_event_max_stack. */
 	STACK_DEPTH = 127,
+	/* Most backends (peers of outbound connections) counted apart for one
+	 * request; calls to more are counted with the last. */
+	MAX_BACKENDS = 4,
+	/* Most requests an asyncio loop's iteration resumes, in order, in the
+	 * next one (backends.h). */
+	LOOP_QUEUE = 16,
 };
 
 #define AF_UNIX 1
@@ -103,8 +109,21 @@ enum conn_phase {
 };
 
 enum conn_role {
-	ROLE_SERVER = 1, /* local port is one the target listens on */
-	ROLE_OTHER = 2,  /* outbound or non-TCP: never starts a request */
+	ROLE_SERVER = 1,   /* local port is one the target listens on */
+	ROLE_OTHER = 2,    /* not a stream socket: never starts a request */
+	ROLE_OUTBOUND = 3, /* a stream the target connected (a backend): its answers resume the request that called */
+};
+
+/* How a target's threads resume a request whose backend answered
+ * (backends.h); the collector sets it per target in runtimes. */
+enum runtime_model {
+	/* Not recognised: a thread per request reads its own answers; an
+	 * event loop's answer is assumed to resume its request at once, and
+	 * requests it interleaves are flagged (REQ_INTERLEAVED). */
+	RUNTIME_THREADS = 0,
+	RUNTIME_IMMEDIATE = 1, /* an event loop that goes on with the caller at once after the read (libuv, nginx) */
+	RUNTIME_ASYNCIO = 2, /* the reads of one loop iteration resume their tasks in the next, in order */
+	RUNTIME_GO = 3,      /* goroutines are followed (goroutines.h): an answer moves no thread */
 };
 
 /* request_record.flags */
@@ -113,6 +132,8 @@ enum record_flags {
 	REQ_CHUNKED = 2,      /* bytes beyond its payload were sent as chunk records before it */
 	REQ_UNIX = 4,         /* it came on a Unix stream socket (local_port is 0) */
 	REQ_STDIO = 8,        /* it came on the process's stdin, its response on stdout */
+	REQ_BACKENDS = 16,    /* backend records for it precede it (struct backend_record) */
+	REQ_INTERLEAVED = 32, /* its thread began another request before answering it, in a runtime not modelled */
 };
 
 /* What a ring-buffer record is: every record starts with its kind. */
@@ -127,6 +148,7 @@ enum record_kind {
 	 * write's length and the payload its first RESPONSE_HEAD bytes, so that
 	 * the collector reads the JSON-RPC id it answers. */
 	RECORD_RESPONSE = 5,
+	RECORD_BACKEND = 6, /* struct backend_record: what a request waited on one backend for */
 };
 
 /* stack_sample.flags */
@@ -184,6 +206,46 @@ struct request_record {
 	__u16 local_port;
 	__u16 payload_len;
 	__u8 payload[PAYLOAD_BUF]; /* its first bytes read, payload_len of them */
+};
+
+/* A peer of an outbound connection: its address (IPv4 in the first 4
+ * bytes), port, and family (AF_UNIX: a Unix socket, no address). */
+struct backend_peer {
+	__u8 addr[16];
+	__u16 port; /* host byte order */
+	__u16 family;
+	__u32 pad;
+};
+
+/* What one request did with one backend. */
+struct backend_use {
+	struct backend_peer peer;
+	__u64 calls;     /* writes after an answer (or the first): one call each */
+	__u64 wait_ns;   /* from each call's first write to its answer's last read */
+	__u64 bytes_in;  /* answers read */
+	__u64 bytes_out; /* calls written */
+};
+
+/* Sent just before the record of the request it belongs to (REQ_BACKENDS). */
+struct backend_record {
+	__u32 kind; /* RECORD_BACKEND */
+	__u32 target;
+	__u64 conn;     /* the request's connection */
+	__u64 start_ns; /* the request's start */
+	struct backend_use use;
+};
+
+/* An outbound connection's call in flight, and the request that made it:
+ * its answer resumes that request. */
+struct backend_link {
+	__u64 owner;          /* cookie of the served connection whose request wrote the call; 0: none */
+	__u64 owner_start_ns; /* that request's start: the answer resumes it only while it is open */
+	__u64 call_start_ns;  /* the call's first write; 0: no call yet */
+	__u64 waited_ns;      /* of the call's wait, already added to the owner */
+	__u64 unsent_out;     /* bytes written in the call, not yet added to the owner */
+	__u32 answering;      /* the answer is being read: the next write is another call */
+	__u32 owner_in_tail;  /* the call was written after the owner's response */
+	struct backend_peer peer;
 };
 
 /* Bytes read from a served connection beyond a request's payload, sent
@@ -246,6 +308,12 @@ struct conn_state {
 	/* Bytes written to it so far (stdio channels only): where each
 	 * write's RECORD_RESPONSE starts in its output. */
 	__u64 out_off;
+	/* Served: the backends its open request called, backends_used of them. */
+	__u32 backends_used;
+	__u32 pad;
+	struct backend_use backends[MAX_BACKENDS];
+	/* Outbound: its call in flight. */
+	struct backend_link link;
 };
 
 /* A thread's on-CPU time, cut into pieces at syscall boundaries and
@@ -269,6 +337,8 @@ struct thread_serving {
 	__u64 read_buf; /* user buffer of the current read-like syscall */
 	__u64 read_len; /* the bytes that buffer holds: past them a read fills another */
 	__u32 in_tail;  /* the last socket operation was a write */
+	__u32 handed;   /* it handed its request to a thread it woke (handoff.h) */
+	__u32 pad;
 	__u32 wrote;    /* the current syscall wrote to a served connection */
 	__u32 served;   /* it has read or written a served connection */
 	__u32 dirty;    /* pending holds something */
@@ -315,6 +385,18 @@ struct self_runs {
 	__u64 faults;
 };
 
+/* An asyncio loop thread (backends.h): the requests its current
+ * iteration's reads resume, and those the previous iteration's reads
+ * resume now, one piece of CPU each, in order. */
+struct thread_loop {
+	__u64 next[LOOP_QUEUE]; /* requests (connection cookies) read in this iteration */
+	__u64 now[LOOP_QUEUE];  /* requests resumed in this iteration, in order */
+	__u32 next_len;
+	__u32 now_len;
+	__u32 now_at;   /* the piece running: now[now_at - 1]; 0 before the first, LOOP_POLLING in the poll */
+	__u32 model;    /* enum runtime_model + 1; 0: not looked up yet */
+};
+
 /* Per target thread. Only ever written from the CPU the thread runs on, or
  * by its waker while it sleeps. */
 struct thread_state {
@@ -326,6 +408,7 @@ struct thread_state {
 	struct thread_waits waits;
 	struct thread_handoff handoff;
 	struct thread_go go;
+	struct thread_loop loop;
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -425,6 +508,8 @@ const struct unix_path *unused_unix_path __attribute__((unused));
 const struct stack_sample *unused_stack_sample __attribute__((unused));
 const enum sample_flags *unused_sample_flags __attribute__((unused));
 const enum self_kind *unused_self_kind __attribute__((unused));
+const struct backend_record *unused_backend_record __attribute__((unused));
+const enum runtime_model *unused_runtime_model __attribute__((unused));
 
 volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
@@ -549,6 +634,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct target_stats);
 } stats SEC(".maps");
+
+/* Per target: enum runtime_model, how its threads resume a request whose
+ * backend answered; read once per thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} runtimes SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -156,6 +156,8 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		Execd:              p.execd,
 		ExecdAfter:         p.execdAfter,
 		Goroutines:         p.goroutines,
+		Runtime:            p.runtime,
+		RuntimeFrom:        p.runtimeFrom,
 	}
 	if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && s.ChildrenFollowed == 0 {
 		t.SchedCPUNs = p.schedNsAt - p.schedNs0
@@ -264,6 +266,7 @@ func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
 		if b.selfRates != nil {
 			t.SelfCost = profile.SelfCost{Measured: true, Kept: b.gross, TotalNs: roundNs(b.selfRates.totalOf(b.selfRuns[i]))}
 		}
+		t.Backends = b.res.backends.of(i)
 	}
 	return profile.Run{Duration: time.Duration(endNs - startNs), Targets: b.targets, Meta: meta}
 }

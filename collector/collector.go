@@ -70,6 +70,9 @@ type Config struct {
 	// records are lost. The request's strings are interned: they may be
 	// kept.
 	OnRequest func(target int, r profile.Request)
+	// Runtime names how every target resumes a request whose backend
+	// answered (a key of Runtimes); "" detects it per target.
+	Runtime string
 	// OnProgress, if set, is called about once a second while the window
 	// is open with what the collector knows so far besides finished
 	// requests (see Progress).
@@ -122,8 +125,11 @@ type process struct {
 	// no single figure to compare with.
 	members    []int
 	goroutines string // how a Go process's goroutines are followed; "" if it is none
-	finished   *finishedRequests
-	kernel     *kernelTally
+	// runtime is how its threads resume a request whose backend answered
+	// (a name in Runtimes), and runtimeFrom how it was chosen.
+	runtime, runtimeFrom string
+	finished             *finishedRequests
+	kernel               *kernelTally
 }
 
 // Run profiles the targets for one window and returns what it measured.
@@ -255,7 +261,7 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	meta := hostMeta(s.overhead.entryNs)
 	s.overhead.open()
 	defer s.overhead.dropStats() // on a return before the window closes
-	startNs, err := openWindow(s.objs, s.procs, cfg.FollowChildren, cfg.Stdio)
+	startNs, err := openWindow(s.objs, s.procs, cfg)
 	if err != nil {
 		return profile.Run{}, err
 	}
@@ -358,10 +364,14 @@ var testHookTargetRegistered func()
 
 // openWindow registers and opens the targets, and reads each one's CPU
 // clock at its opening.
-func openWindow(objs *bpfObjects, procs []*process, followChildren bool, stdio StdioMode) (startNs uint64, err error) {
+func openWindow(objs *bpfObjects, procs []*process, cfg Config) (startNs uint64, err error) {
+	followChildren, stdio := cfg.FollowChildren, cfg.Stdio
 	// What takes time (reading each binary for its Go layout, listing
 	// children) is done first, so the targets open close together.
-	for _, p := range procs {
+	for i, p := range procs {
+		if err := p.setRuntime(objs, i, cfg.Runtime); err != nil {
+			return 0, fmt.Errorf("setting the runtime of target %d: %w", p.PID, err)
+		}
 		if err := p.prepare(objs, followChildren); err != nil {
 			return 0, err
 		}
@@ -848,6 +858,7 @@ type consumeResult struct {
 	onRequest func(target int, r profile.Request)
 	// self takes reqprof's own cost out of each request.
 	self *selfCost
+	backends  backendUses
 }
 
 // consume reads finished requests until the reader is flushed. Its memory
@@ -924,6 +935,13 @@ func (res *consumeResult) decode(b []byte) {
 		} else if res.bursts.chunk(c.conn, c.offset, c.data) {
 			res.droppedChunks++
 		}
+	case uint32(reqprofRecordKindRECORD_BACKEND):
+		r, err := decodeBackend(b)
+		if err != nil || int(r.Target) >= len(res.finished) {
+			res.malformed++
+			return
+		}
+		res.backends.held(r)
 	case uint32(reqprofRecordKindRECORD_STACK):
 		d, err := decodeStackSample(b)
 		if err != nil || res.stacks == nil {
@@ -942,6 +960,7 @@ func newConsumeResult(targets int) consumeResult {
 		kernel:   make([]kernelTally, targets),
 		names:    newRouteNames(maxRouteNames),
 		perBurst: make([]map[string]uint64, targets),
+		backends: newBackendUses(targets),
 	}
 	res.bursts = newBursts(res.names.internBytes)
 	for i := range targets {
@@ -964,6 +983,7 @@ func (res *consumeResult) add(d decodedRecord) {
 		d.request.Route = res.names.name(nil, d.localPort)
 		res.finish(d.target, d.request)
 		res.stacksFinished(&d, false, d.request.Route)
+		res.backendsFinished(&d, d.request.Route)
 		return
 	}
 	s, f := res.bursts.burst(&d)
@@ -985,6 +1005,7 @@ func (res *consumeResult) add(d decodedRecord) {
 		res.finish(d.target, r)
 		res.countPerBurst(d.target, s.fallback)
 		res.stacksFinished(&d, carried, r.Route)
+		res.backendsFinished(&d, r.Route)
 	case s.carried:
 		if f == nil {
 			f = res.bursts.follow(d.request.Conn)
@@ -1006,6 +1027,18 @@ func (res *consumeResult) add(d decodedRecord) {
 		if res.stacks != nil {
 			res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
 		}
+		if len(res.routes) > 0 {
+			res.backendsFinished(&d, res.routes[0].Route)
+		}
+	}
+}
+
+// backendsFinished gives the backend calls of d's burst to its first
+// request, named route. A burst that completes no request keeps them for
+// the one that does.
+func (res *consumeResult) backendsFinished(d *decodedRecord, route string) {
+	if d.flags&uint32(reqprofRecordFlagsREQ_BACKENDS) != 0 {
+		res.backends.finished(d.target, d.request.Conn, profile.RouteKey{Route: route, Port: d.localPort})
 	}
 }
 

@@ -139,6 +139,7 @@ func requestOf(r *reqprofRequestRecord) profile.Request {
 		Start:               time.Duration(r.StartNs),
 		FirstWrite:          time.Duration(r.FirstWriteNs),
 		End:                 time.Duration(r.EndNs),
+		Interleaved:         r.Flags&uint32(reqprofRecordFlagsREQ_INTERLEAVED) != 0,
 		UserNs:              c.UserNs,
 		KernelNs:            c.SyscallNs + softirq + c.IrqNs,
 		SyscallNs:           c.SyscallNs,

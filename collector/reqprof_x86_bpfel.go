@@ -13,6 +13,30 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type reqprofBackendRecord struct {
+	_       structs.HostLayout
+	Kind    uint32
+	Target  uint32
+	Conn    uint64
+	StartNs uint64
+	Use     reqprofBackendUse
+}
+
+type reqprofBackendUse struct {
+	_    structs.HostLayout
+	Peer struct {
+		_      structs.HostLayout
+		Addr   [16]uint8
+		Port   uint16
+		Family uint16
+		Pad    uint32
+	}
+	Calls    uint64
+	WaitNs   uint64
+	BytesIn  uint64
+	BytesOut uint64
+}
+
 type reqprofChunkRecord struct {
 	_      structs.HostLayout
 	Kind   uint32
@@ -43,22 +67,43 @@ const (
 type reqprofConnRole uint32
 
 const (
-	reqprofConnRoleROLE_SERVER reqprofConnRole = 1
-	reqprofConnRoleROLE_OTHER  reqprofConnRole = 2
+	reqprofConnRoleROLE_SERVER   reqprofConnRole = 1
+	reqprofConnRoleROLE_OTHER    reqprofConnRole = 2
+	reqprofConnRoleROLE_OUTBOUND reqprofConnRole = 3
 )
 
 type reqprofConnState struct {
-	_         structs.HostLayout
-	Rec       reqprofRequestRecord
-	Tail      reqprofCost
-	Phase     reqprofConnPhase
-	Role      reqprofConnRole
-	InOff     uint64
-	Chunked   uint32
-	FollowAll uint32
-	Streamed  uint32
-	ConnFlags uint32
-	OutOff    uint64
+	_            structs.HostLayout
+	Rec          reqprofRequestRecord
+	Tail         reqprofCost
+	Phase        reqprofConnPhase
+	Role         reqprofConnRole
+	InOff        uint64
+	Chunked      uint32
+	FollowAll    uint32
+	Streamed     uint32
+	ConnFlags    uint32
+	OutOff       uint64
+	BackendsUsed uint32
+	Pad          uint32
+	Backends     [4]reqprofBackendUse
+	Link         struct {
+		_            structs.HostLayout
+		Owner        uint64
+		OwnerStartNs uint64
+		CallStartNs  uint64
+		WaitedNs     uint64
+		UnsentOut    uint64
+		Answering    uint32
+		OwnerInTail  uint32
+		Peer         struct {
+			_      structs.HostLayout
+			Addr   [16]uint8
+			Port   uint16
+			Family uint16
+			Pad    uint32
+		}
+	}
 }
 
 type reqprofCost struct {
@@ -129,6 +174,8 @@ const (
 	reqprofLimitsUNIX_PATH_MAX        reqprofLimits = 108
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
+	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
+	reqprofLimitsLOOP_QUEUE           reqprofLimits = 16
 )
 
 type reqprofRecordFlags uint32
@@ -138,6 +185,8 @@ const (
 	reqprofRecordFlagsREQ_CHUNKED      reqprofRecordFlags = 2
 	reqprofRecordFlagsREQ_UNIX         reqprofRecordFlags = 4
 	reqprofRecordFlagsREQ_STDIO        reqprofRecordFlags = 8
+	reqprofRecordFlagsREQ_BACKENDS     reqprofRecordFlags = 16
+	reqprofRecordFlagsREQ_INTERLEAVED  reqprofRecordFlags = 32
 )
 
 type reqprofRecordKind uint32
@@ -148,6 +197,7 @@ const (
 	reqprofRecordKindRECORD_CLOSED   reqprofRecordKind = 3
 	reqprofRecordKindRECORD_STACK    reqprofRecordKind = 4
 	reqprofRecordKindRECORD_RESPONSE reqprofRecordKind = 5
+	reqprofRecordKindRECORD_BACKEND  reqprofRecordKind = 6
 )
 
 type reqprofRequestRecord struct {
@@ -169,6 +219,15 @@ type reqprofRequestRecord struct {
 	PayloadLen   uint16
 	Payload      [1024]uint8
 }
+
+type reqprofRuntimeModel uint32
+
+const (
+	reqprofRuntimeModelRUNTIME_THREADS   reqprofRuntimeModel = 0
+	reqprofRuntimeModelRUNTIME_IMMEDIATE reqprofRuntimeModel = 1
+	reqprofRuntimeModelRUNTIME_ASYNCIO   reqprofRuntimeModel = 2
+	reqprofRuntimeModelRUNTIME_GO        reqprofRuntimeModel = 3
+)
 
 type reqprofSampleFlags uint32
 
@@ -279,6 +338,8 @@ type reqprofThreadState struct {
 		ReadBuf        uint64
 		ReadLen        uint64
 		InTail         uint32
+		Handed         uint32
+		Pad            uint32
 		Wrote          uint32
 		Served         uint32
 		Dirty          uint32
@@ -307,6 +368,15 @@ type reqprofThreadState struct {
 		Kind       uint32
 		Pad        uint32
 	}
+	Loop struct {
+		_       structs.HostLayout
+		Next    [16]uint64
+		Now     [16]uint64
+		NextLen uint32
+		NowLen  uint32
+		NowAt   uint32
+		Model   uint32
+	}
 }
 
 type reqprofUnixPath struct {
@@ -327,6 +397,7 @@ const (
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapRequests             = "requests"
+	reqprofMapRuntimes             = "runtimes"
 	reqprofMapSelfTimings          = "self_timings"
 	reqprofMapStackScratch         = "stack_scratch"
 	reqprofMapStats                = "stats"
@@ -366,11 +437,13 @@ const (
 	reqprofVarTargetOpenedNs       = "target_opened_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
 	reqprofVarTimingSelf           = "timing_self"
+	reqprofVarUnusedBackendRecord  = "unused_backend_record"
 	reqprofVarUnusedChunkRecord    = "unused_chunk_record"
 	reqprofVarUnusedLimits         = "unused_limits"
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
 	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
+	reqprofVarUnusedRuntimeModel   = "unused_runtime_model"
 	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
 	reqprofVarUnusedSelfKind       = "unused_self_kind"
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
@@ -455,6 +528,7 @@ type reqprofMapSpecs struct {
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
+	Runtimes        *ebpf.MapSpec `ebpf:"runtimes"`
 	SelfTimings     *ebpf.MapSpec `ebpf:"self_timings"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
@@ -480,11 +554,13 @@ type reqprofVariableSpecs struct {
 	TargetOpenedNs       *ebpf.VariableSpec `ebpf:"target_opened_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
 	TimingSelf           *ebpf.VariableSpec `ebpf:"timing_self"`
+	UnusedBackendRecord  *ebpf.VariableSpec `ebpf:"unused_backend_record"`
 	UnusedChunkRecord    *ebpf.VariableSpec `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
+	UnusedRuntimeModel   *ebpf.VariableSpec `ebpf:"unused_runtime_model"`
 	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
 	UnusedSelfKind       *ebpf.VariableSpec `ebpf:"unused_self_kind"`
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
@@ -521,6 +597,7 @@ type reqprofMaps struct {
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	Requests        *ebpf.Map `ebpf:"requests"`
+	Runtimes        *ebpf.Map `ebpf:"runtimes"`
 	SelfTimings     *ebpf.Map `ebpf:"self_timings"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	Stats           *ebpf.Map `ebpf:"stats"`
@@ -542,6 +619,7 @@ func (m *reqprofMaps) Close() error {
 		m.ListenPorts,
 		m.ListenUnix,
 		m.Requests,
+		m.Runtimes,
 		m.SelfTimings,
 		m.StackScratch,
 		m.Stats,
@@ -568,11 +646,13 @@ type reqprofVariables struct {
 	TargetOpenedNs       *ebpf.Variable `ebpf:"target_opened_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
 	TimingSelf           *ebpf.Variable `ebpf:"timing_self"`
+	UnusedBackendRecord  *ebpf.Variable `ebpf:"unused_backend_record"`
 	UnusedChunkRecord    *ebpf.Variable `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
+	UnusedRuntimeModel   *ebpf.Variable `ebpf:"unused_runtime_model"`
 	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
 	UnusedSelfKind       *ebpf.Variable `ebpf:"unused_self_kind"`
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`

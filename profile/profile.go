@@ -34,6 +34,11 @@ type Request struct {
 	// SelfNs is what reqprof's own programs cost in its context: taken
 	// out of the figures above, unless the run was made gross.
 	SelfNs uint64
+
+	// Interleaved: its thread began another request before answering it,
+	// in a runtime reqprof has no model of, so which of them that
+	// thread's CPU served is estimated.
+	Interleaved bool
 }
 
 // UnattributedSource is CPU a target's thread spent on a CPU while serving
@@ -148,6 +153,18 @@ type Target struct {
 	// goroutines ("followed") or, and why not, only its threads; empty
 	// for any other process.
 	Goroutines string
+
+	// Runtime is how its threads were taken to resume a request whose
+	// backend answered: "node" (at once, also nginx and C loops),
+	// "asyncio" (in the loop's next iteration, in order), "threads" (the
+	// caller's own thread; an event loop not recognised is taken to go on
+	// at once, and the requests it interleaves say so), "go" (goroutines
+	// followed). RuntimeFrom says how it was chosen.
+	Runtime     string
+	RuntimeFrom string
+	// Backends are what its finished requests did with the peers of its
+	// outbound connections, per route and peer.
+	Backends []Backend
 	// Stacks are its threads' stack samples, with --stacks; nil without.
 	Stacks *Stacks
 	// SelfCost is what reqprof's own programs cost the target's threads
@@ -205,6 +222,19 @@ func RouteTotalsOf(reqs []Request) map[RouteKey]Totals {
 	return byRoute
 }
 
+// Backend is what the finished requests of one route did with one
+// backend, a peer of the target's outbound connections (a database,
+// another service, a proxy's upstream): sums over the requests.
+type Backend struct {
+	Route RouteKey
+	Peer  string // "127.0.0.1:9400", "[::1]:5432", or "unix"
+	Calls uint64
+	// WaitNs runs from each call's first write to its answer's last read.
+	WaitNs   uint64
+	BytesIn  uint64 // answers read
+	BytesOut uint64 // calls written
+}
+
 // Totals are exact sums over every finished request, kept as requests
 // finish, so that counts and means stay exact when only a sample of the
 // requests themselves is kept. Each Max is the largest of one request's
@@ -237,6 +267,10 @@ type Totals struct {
 	MaxOffCPUNs    uint64
 	MaxLatencyNs   uint64
 	MaxFirstByteNs uint64
+
+	// InterleavedNs is the CPU of the requests that were Interleaved:
+	// how much of CPUNs is estimated.
+	InterleavedNs uint64
 }
 
 // Add counts one finished request. It allocates nothing: the collector
@@ -265,6 +299,9 @@ func (t *Totals) Add(r Request) {
 	t.MaxOffCPUNs = max(t.MaxOffCPUNs, r.OffCPUNs)
 	t.MaxLatencyNs = max(t.MaxLatencyNs, latency)
 	t.MaxFirstByteNs = max(t.MaxFirstByteNs, firstByte)
+	if r.Interleaved {
+		t.InterleavedNs += cpu
+	}
 }
 
 // MixedProtocols is the protocol of totals over requests that came by
@@ -307,6 +344,7 @@ func (t *Totals) Merge(o Totals) {
 	t.MaxOffCPUNs = max(t.MaxOffCPUNs, o.MaxOffCPUNs)
 	t.MaxLatencyNs = max(t.MaxLatencyNs, o.MaxLatencyNs)
 	t.MaxFirstByteNs = max(t.MaxFirstByteNs, o.MaxFirstByteNs)
+	t.InterleavedNs += o.InterleavedNs
 }
 
 // RouteKey is what a request is grouped by: its route name and the local

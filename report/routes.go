@@ -49,6 +49,13 @@ type RouteSummary struct {
 	UserUs          Dist   `json:"user_us"`
 	KernelUs        Dist   `json:"kernel_us"`
 	LatencyUs       Dist   `json:"latency_us"`
+	// Backends are what its requests waited on, per peer; absent when
+	// they called none.
+	Backends []BackendSummary `json:"backends,omitempty"`
+	// Interleaved is the share of its CPU, in percent, that is estimated:
+	// of requests a thread interleaved with others in a runtime reqprof
+	// has no model of.
+	Interleaved float64 `json:"interleaved,omitempty"`
 }
 
 // Route names come from what clients sent, so a target can have as many
@@ -153,13 +160,14 @@ func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteS
 	}
 	t := g.totals
 	route := RouteSummary{
-		Route:     name,
-		Protocol:  t.Protocol,
-		Requests:  t.Requests,
-		CPUUs:     sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
-		UserUs:    sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
-		KernelUs:  sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
-		LatencyUs: sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
+		Route:       name,
+		Interleaved: roundTenth(interleavedShare(t)),
+		Protocol:    t.Protocol,
+		Requests:    t.Requests,
+		CPUUs:       sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
+		UserUs:      sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
+		KernelUs:    sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
+		LatencyUs:   sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
 	}
 	if len(g.sampled) < t.Requests {
 		route.SampledRequests = new(len(g.sampled))

@@ -152,6 +152,18 @@ type TargetSummary struct {
 	// SelfCostUs is what reqprof's own programs cost in the target's
 	// context; absent for a run saved by a build that did not measure it.
 	SelfCostUs *SelfCostSummary `json:"self_cost_us,omitempty"`
+	// Runtime is how its threads were taken to resume a request whose
+	// backend answered ("node", "asyncio", "threads", "go"), and
+	// RuntimeFrom how that was chosen ("detected", "--runtime", "not
+	// recognised").
+	Runtime     string `json:"runtime,omitempty"`
+	RuntimeFrom string `json:"runtime_from,omitempty"`
+	// Backends are what its requests waited on, per peer of its outbound
+	// connections; absent when they called none.
+	Backends []BackendSummary `json:"backends,omitempty"`
+	// Interleaved is the share of its requests' CPU, in percent, that is
+	// estimated (see RouteSummary.Interleaved).
+	Interleaved float64 `json:"interleaved,omitempty"`
 
 	// Stacks say where its CPU went inside its requests, from stack
 	// samples; absent unless they were taken (--stacks).
@@ -334,6 +346,10 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		Exited:        t.Exited,
 		Execd:         t.Execd,
 		Goroutines:    t.Goroutines,
+		Runtime:       t.Runtime,
+		RuntimeFrom:   t.RuntimeFrom,
+		Backends:      summarizeBackends(t.Backends, n, func(profile.RouteKey) bool { return true }),
+		Interleaved:   roundTenth(interleavedShare(totals)),
 
 		Warnings: warnings(t),
 	}
@@ -359,6 +375,10 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		ts.CtxSwitchesPerRequest = &CtxSwitches{Voluntary: perRequest(totals.VoluntarySwitches), Involuntary: perRequest(totals.InvoluntarySwitches)}
 		ts.KernelBreakdownUs, ts.KernelBreakdownCalls = breakdownPerRequest(t.KernelBreakdown, n)
 		ts.Routes = groupSampledRoutes(t.TotalsByRoute(), sample, opts.GroupBy)
+		for i := range ts.Routes {
+			r := &ts.Routes[i]
+			r.Backends = summarizeBackends(t.Backends, r.Requests, func(k profile.RouteKey) bool { return routeName(k, opts.GroupBy) == r.Route })
+		}
 		ts.BytesInPerRequest = perRequest(totals.BytesIn)
 		ts.BytesOutPerRequest = perRequest(totals.BytesOut)
 	}

@@ -156,6 +156,7 @@ type outputFlags struct {
 	captureBytes int
 	noPayload    bool
 	gross        bool
+	runtime      string
 	stacks       bool
 	stackHz      int
 	pprofPath    string
@@ -175,6 +176,7 @@ func (o *outputFlags) register(c *command, duration string) {
 		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
 	c.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
 	c.BoolVar(&o.gross, "gross", false, "keep reqprof's own cost in the figures as observed; by default what its programs cost in each request's context is taken out (and stated)")
+	c.StringVar(&o.runtime, "runtime", "", "how a target resumes a request whose backend answered: "+collector.RuntimeNames+" (default: detected per target)")
 	c.BoolVar(&o.stacks, "stacks", false, "also sample the targets' on-CPU stacks, user and kernel, each sample with its request's route: where inside a request its CPU goes")
 	c.IntVar(&o.stackHz, "stack-hz", collector.DefaultStackHz, fmt.Sprintf("`HZ` stack samples a second on each CPU, 1 to %d (with --stacks)", collector.MaxStackHz))
 	c.StringVar(&o.pprofPath, "pprof", "", "`FILE` write the stack samples as a pprof profile, labelled by target, route and mode (implies --stacks)")
@@ -184,6 +186,9 @@ func (o *outputFlags) register(c *command, duration string) {
 func (o *outputFlags) validate() error {
 	if o.captureBytes < 1 || o.captureBytes > collector.MaxCaptureBytes {
 		return badInput("--capture-bytes %d: want 1 to %d", o.captureBytes, collector.MaxCaptureBytes)
+	}
+	if _, ok := collector.Runtimes[o.runtime]; o.runtime != "" && !ok {
+		return badInput("--runtime %q: want one of %s", o.runtime, collector.RuntimeNames)
 	}
 	if o.duration < 0 {
 		return badInput("--duration %v: want 0 or more", o.duration)
@@ -228,6 +233,7 @@ func (o *outputFlags) config(targets []collector.Target) collector.Config {
 		CaptureBytes: o.captureBytes,
 		NoPayload:    o.noPayload,
 		Gross:        o.gross,
+		Runtime:      o.runtime,
 		Stacks:       o.stacks,
 		StackHz:      o.stackHz,
 	}
