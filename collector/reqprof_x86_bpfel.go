@@ -58,6 +58,9 @@ type reqprofConnState struct {
 	FollowAll uint32
 	Streamed  uint32
 	ConnFlags uint32
+	Closing   uint32
+	Pad       uint32
+	SetupSk   uint64
 }
 
 type reqprofCost struct {
@@ -150,6 +153,7 @@ type reqprofRequestRecord struct {
 	EndNs        uint64
 	BytesIn      uint64
 	BytesOut     uint64
+	SetupNs      uint64
 	Cost         reqprofCost
 	Tgid         uint32
 	Tid          uint32
@@ -166,6 +170,13 @@ const (
 	reqprofSampleFlagsSAMPLE_IN_REQUEST   reqprofSampleFlags = 2
 	reqprofSampleFlagsSAMPLE_START_UNSEEN reqprofSampleFlags = 4
 )
+
+type reqprofSetupState struct {
+	_      structs.HostLayout
+	Cost   reqprofCost
+	Target uint32
+	Pad    uint32
+}
 
 type reqprofStackSample struct {
 	_            structs.HostLayout
@@ -213,6 +224,7 @@ type reqprofTargetStats struct {
 	Finished             uint64
 	LostChunks           uint64
 	LostStackSamples     uint64
+	SetupNs              uint64
 }
 
 type reqprofThreadState struct {
@@ -240,6 +252,7 @@ type reqprofThreadState struct {
 		Wrote          uint32
 		Served         uint32
 		Dirty          uint32
+		SetupSk        uint64
 		UnattributedNs uint64
 		Pending        reqprofCost
 	}
@@ -285,6 +298,8 @@ const (
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapRequests             = "requests"
+	reqprofMapSetupTemplate        = "setup_template"
+	reqprofMapSetups               = "setups"
 	reqprofMapStackScratch         = "stack_scratch"
 	reqprofMapStats                = "stats"
 	reqprofMapStdioFds             = "stdio_fds"
@@ -328,8 +343,10 @@ const (
 	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
 	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
+	reqprofVarUnusedSetupState     = "unused_setup_state"
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
 	reqprofVarUnusedUnixPath       = "unused_unix_path"
+	reqprofVarWatchSetups          = "watch_setups"
 	reqprofVarWatchUnix            = "watch_unix"
 )
 
@@ -410,6 +427,8 @@ type reqprofMapSpecs struct {
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
+	SetupTemplate   *ebpf.MapSpec `ebpf:"setup_template"`
+	Setups          *ebpf.MapSpec `ebpf:"setups"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	StdioFds        *ebpf.MapSpec `ebpf:"stdio_fds"`
@@ -439,8 +458,10 @@ type reqprofVariableSpecs struct {
 	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
 	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
+	UnusedSetupState     *ebpf.VariableSpec `ebpf:"unused_setup_state"`
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
+	WatchSetups          *ebpf.VariableSpec `ebpf:"watch_setups"`
 	WatchUnix            *ebpf.VariableSpec `ebpf:"watch_unix"`
 }
 
@@ -473,6 +494,8 @@ type reqprofMaps struct {
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	Requests        *ebpf.Map `ebpf:"requests"`
+	SetupTemplate   *ebpf.Map `ebpf:"setup_template"`
+	Setups          *ebpf.Map `ebpf:"setups"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	StdioFds        *ebpf.Map `ebpf:"stdio_fds"`
@@ -493,6 +516,8 @@ func (m *reqprofMaps) Close() error {
 		m.ListenPorts,
 		m.ListenUnix,
 		m.Requests,
+		m.SetupTemplate,
+		m.Setups,
 		m.StackScratch,
 		m.Stats,
 		m.StdioFds,
@@ -523,8 +548,10 @@ type reqprofVariables struct {
 	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`
 	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
+	UnusedSetupState     *ebpf.Variable `ebpf:"unused_setup_state"`
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
+	WatchSetups          *ebpf.Variable `ebpf:"watch_setups"`
 	WatchUnix            *ebpf.Variable `ebpf:"watch_unix"`
 }
 
