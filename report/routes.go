@@ -49,6 +49,9 @@ type RouteSummary struct {
 	UserUs          Dist   `json:"user_us"`
 	KernelUs        Dist   `json:"kernel_us"`
 	LatencyUs       Dist   `json:"latency_us"`
+	// SetupUs is the mean of its requests' connection setup and teardown,
+	// part of CPUUs (TargetSummary.SetupUs).
+	SetupUs float64 `json:"setup_us"`
 }
 
 // Route names come from what clients sent, so a target can have as many
@@ -160,6 +163,7 @@ func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteS
 		UserUs:    sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
 		KernelUs:  sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
 		LatencyUs: sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
+		SetupUs:   perRequestUs(t.SetupNs, t.Requests),
 	}
 	if len(g.sampled) < t.Requests {
 		route.SampledRequests = new(len(g.sampled))

@@ -126,7 +126,7 @@ type TargetSummary struct {
 	// for the connection until it read it, the close and what its closer
 	// did after it until it exited or turned to other work.
 	SetupUs    float64 `json:"setup_us"`
-	SchedCPUUs           float64 `json:"sched_cpu_us"`
+	SchedCPUUs float64 `json:"sched_cpu_us"`
 
 	// All waiting of the target's threads over the window, in requests or
 	// not; absent in summaries of a reqprof that did not measure it.
