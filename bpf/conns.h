@@ -30,6 +30,39 @@ static __always_inline void settle_tail(struct conn_state *c)
 	__builtin_memset(t, 0, sizeof(*t));
 }
 
+/* Adds setup CPU to the open request, counted apart as its setup. */
+static __always_inline void add_setup(struct conn_state *c, struct cost *setup)
+{
+	__u64 ns = cpu_ns_of(setup);
+	if (!ns && !setup->page_faults)
+		return;
+	struct target_stats *s = stats_of(c->rec.target);
+	COUNT(s, setup_ns, ns);
+	__sync_fetch_and_add(&c->rec.setup_ns, ns);
+	add_cost(&c->rec.cost, setup, false);
+	__builtin_memset(setup, 0, sizeof(*setup));
+}
+
+/* Moves what the connection's setup holds so far (its accept, the thread
+ * or process made for it) into its open request. Only connections that
+ * were seen accepted look their setup up. */
+static __always_inline void take_setup(struct conn_state *c)
+{
+	if (!c->setup_sk)
+		return;
+	struct setup_state *setup = bpf_map_lookup_elem(&setups, &c->setup_sk);
+	if (setup)
+		add_setup(c, &setup->cost);
+}
+
+/* A connection closed by the thread serving it: its tail since the close
+ * (the close itself, and what its closer did after it, up to its exit) is
+ * the connection's teardown. */
+static __always_inline void settle_close(struct conn_state *c)
+{
+	add_setup(c, &c->tail);
+}
+
 /* CPU of a request that is no request of the distribution: ended before
  * its response, begun before the window, or lost to a full ring buffer. */
 static __always_inline void count_dropped(struct target_stats *s, struct request_record *r)
@@ -93,6 +126,7 @@ static __always_inline void begin_request(struct conn_state *c, __u64 cookie, __
 	__builtin_memset(&r->cost, 0, sizeof(r->cost));
 	r->bytes_in = 0;
 	r->bytes_out = 0;
+	r->setup_ns = 0;
 	r->tid = tid;
 	r->start_ns = bpf_ktime_get_ns();
 	r->first_write_ns = 0;
@@ -102,6 +136,9 @@ static __always_inline void begin_request(struct conn_state *c, __u64 cookie, __
 	r->flags = c->conn_flags;
 	c->backends_used = 0;
 	c->chunked = 0;
+	/* The connection's first request carries what its setup cost so far. */
+	if (c->phase == PHASE_IDLE)
+		take_setup(c);
 	c->phase = PHASE_READING;
 }
 
@@ -125,7 +162,13 @@ static __always_inline void send_closed(struct conn_state *c, __u64 cookie)
  * is emitted if it was answered, else dropped. */
 static __always_inline void end_conn(struct conn_state *c, __u64 cookie)
 {
-	settle_tail(c);
+	if (c->closing)
+		settle_close(c);
+	else
+		settle_tail(c);
+	take_setup(c);
+	if (c->setup_sk)
+		bpf_map_delete_elem(&setups, &c->setup_sk);
 	if (c->phase == PHASE_RESPONDING) {
 		emit(c, cookie);
 	} else {
@@ -135,6 +178,46 @@ static __always_inline void end_conn(struct conn_state *c, __u64 cookie)
 	}
 	if (c->streamed)
 		send_closed(c, cookie);
+}
+
+/* A served connection's last request is done with: it ends, and its
+ * state goes. */
+static __always_inline void finish_conn(struct conn_state *c, __u64 cookie)
+{
+	end_conn(c, cookie);
+	bpf_map_delete_elem(&conns, &cookie);
+}
+
+/* A socket nobody served closes: the setup of a connection a target
+ * accepted and closed without a request is CPU of no request. */
+static __always_inline void drop_setup(struct sock *sk)
+{
+	__u64 key = (__u64)sk;
+	struct setup_state *setup = bpf_map_lookup_elem(&setups, &key);
+	if (!setup)
+		return;
+	struct target_stats *s = stats_of(setup->target);
+	COUNT(s, dropped_ns, cpu_ns_of(&setup->cost));
+	bpf_map_delete_elem(&setups, &key);
+}
+
+/* The socket behind the current task's descriptor fd, if fd is a socket. */
+static __always_inline struct sock *sock_of_fd(long fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return 0;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	/* A socket's file and its struct socket point at each other; any
+	 * other file's private data does not point back. */
+	if (!sock || BPF_CORE_READ(sock, file) != f)
+		return 0;
+	return BPF_CORE_READ(sock, sk);
 }
 
 /* Whether a Unix stream socket is one accepted from a listener of the
@@ -238,6 +321,8 @@ static __always_inline struct conn_state *fresh_conn(__u32 target, __u32 tid, __
 	fresh->role = role;
 	fresh->in_off = 0;
 	fresh->conn_flags = conn_flags;
+	fresh->closing = 0;
+	fresh->setup_sk = 0;
 	return fresh;
 }
 
@@ -282,6 +367,12 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	 * connection needs it. */
 	if (c && role == ROLE_OUTBOUND)
 		peer_of(sk, &c->link.peer);
+	if (c && served && watch_setups) {
+		/* Accepted by a target: its setup is the connection's. */
+		__u64 key = (__u64)sk;
+		if (bpf_map_lookup_elem(&setups, &key))
+			c->setup_sk = key;
+	}
 	return c;
 }
 

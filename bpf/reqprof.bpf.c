@@ -86,17 +86,14 @@ int BPF_PROG(on_sched_wakeup_new, struct task_struct *p)
 }
 
 /* A process forked by a target joins it, when children are followed. */
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_struct *child)
+static __always_inline void follow_child(struct task_struct *parent, struct task_struct *child)
 {
-	if (!enabled || !cfg.follow_children)
-		return 0;
 	__u32 child_tgid = child->tgid;
 	if (child_tgid != (__u32)child->pid)
-		return 0; /* a new thread, not a new process */
+		return; /* a new thread, not a new process */
 	__u32 plus1 = target_plus1_of(parent);
 	if (!plus1)
-		return 0;
+		return;
 	__u32 index = plus1 - 1;
 	if (bpf_map_update_elem(&targets, &child_tgid, &index, BPF_NOEXIST) == 0) {
 		struct target_stats *s = stats_of(index);
@@ -107,6 +104,19 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 		if (layout)
 			bpf_map_update_elem(&go_layouts, &child_tgid, layout, BPF_ANY);
 	}
+}
+
+/* A new thread or process: it joins its parent's target when children
+ * are followed, and a thread or process made by a thread serving a
+ * connection's setup (a thread or a fork per connection) serves it too. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!enabled)
+		return 0;
+	if (cfg.follow_children)
+		follow_child(parent, child);
+	inherit_setup(parent, child);
 	return 0;
 }
 
@@ -272,15 +282,27 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 }
 
 /* A served connection closes: what the thread closing it was charged is
- * part of its last request, which ends; its state goes. */
+ * part of its last request, which ends, now or, when it is the thread
+ * serving it, once that thread turns elsewhere; its state goes then. */
 static __always_inline void close_served(struct conn_state *c, __u64 cookie)
 {
+	if (c->closing)
+		return; /* its closer is still at it */
 	__u32 tid;
 	struct thread_state *st = current_thread(this_cpu(), &tid);
-	if (st && st->serving.conn == cookie)
+	if (st && st->serving.conn == cookie) {
+		/* Closed by the thread serving it: the close, and what the
+		 * thread does after it until it turns to other work or exits
+		 * (a thread per connection ends), are the connection's
+		 * teardown, part of its last request, which waits for them. */
 		flush_to(st, c);
-	end_conn(c, cookie);
-	bpf_map_delete_elem(&conns, &cookie);
+		if (st->serving.in_tail)
+			settle_tail(c);
+		c->closing = 1;
+		st->serving.in_tail = 1;
+		return;
+	}
+	finish_conn(c, cookie);
 }
 
 /* A Unix socket has no state changes to trace (TCP's close is
@@ -300,23 +322,19 @@ static __always_inline void close_unix(struct sock *sk, __u64 cookie)
  * the socket once made. */
 static __always_inline void closing_fd(long fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
-		return;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = 0;
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
-		return;
-	struct socket *sock = BPF_CORE_READ(f, private_data);
-	/* A socket's file and its struct socket point at each other; any
-	 * other file's private data does not point back. */
-	if (!sock || BPF_CORE_READ(sock, file) != f)
-		return;
-	struct sock *sk = BPF_CORE_READ(sock, sk);
-	if (!sk)
-		return;
-	close_unix(sk, BPF_CORE_READ(sk, __sk_common.skc_cookie.counter));
+	struct sock *sk = sock_of_fd(fd);
+	if (sk)
+		close_unix(sk, BPF_CORE_READ(sk, __sk_common.skc_cookie.counter));
+}
+
+/* accept returned fd to a target thread: if it is a connection the
+ * targets serve, the thread serves its setup from here. */
+static __always_inline void accepted_fd(struct thread_state *st, long fd)
+{
+	struct sock *sk = sock_of_fd(fd);
+	__u16 port;
+	if (sk && served_socket(sk, &port))
+		serve_setup(st, sk);
 }
 
 SEC("tp_btf/sys_enter")
@@ -369,6 +387,9 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	struct stdio_write w = {};
 	if (stdio_channels)
 		stdio_done(st, tid, regs, ret, &w);
+	/* Before the accept is charged: it is the new connection's. */
+	if (ret >= 0 && k->mode == MODE_SYSCALL && (k->syscall_nr == NR_ACCEPT || k->syscall_nr == NR_ACCEPT4))
+		accepted_fd(st, ret);
 	/* The syscall's whole CPU goes to the request it served, known now.
 	 * Entered before the window: its number is unknown. */
 	charge(st, k->held_ns, k->mode == MODE_SYSCALL ? k->syscall_nr : SYSCALL_UNKNOWN);
@@ -438,8 +459,11 @@ int BPF_PROG(on_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 		return 0;
 	__u64 cookie = bpf_get_socket_cookie(sk);
 	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
-	if (!c)
+	if (!c) {
+		if (watch_setups)
+			drop_setup(sk);
 		return 0;
+	}
 	if (c->role == ROLE_SERVER)
 		close_served(c, cookie);
 	else
@@ -561,7 +585,13 @@ int settle_conns(struct bpf_iter__bpf_map_elem *ctx)
 	if (!cookie)
 		return 0;
 	struct conn_state *c = served_conn(*cookie);
-	if (c)
+	if (!c)
+		return 0;
+	if (c->closing)
+		settle_close(c);
+	else
 		settle_tail(c);
+	if (c->phase != PHASE_IDLE)
+		take_setup(c);
 	return 0;
 }

@@ -162,7 +162,7 @@ static __always_inline void charge_unattributed(struct thread_state *st, __u64 u
  * connection, and its CPU is unattributed at once. */
 static __always_inline struct cost *pending_of(struct thread_state *st)
 {
-	if (!st->serving.conn)
+	if (!st->serving.conn && !st->serving.setup_sk)
 		return 0;
 	st->serving.dirty = 1;
 	return &st->serving.pending;
@@ -199,16 +199,43 @@ static __always_inline void flush_to(struct thread_state *st, struct conn_state 
 	__builtin_memset(p, 0, sizeof(*p));
 }
 
+/* Adds what the thread was charged to the setup of the connection it
+ * serves the setup of, or to nowhere when that connection has closed. Its
+ * waiting is not the request's. */
+static __always_inline void flush_setup(struct thread_state *st)
+{
+	if (!st->serving.dirty)
+		return;
+	st->serving.dirty = 0;
+	struct cost *p = &st->serving.pending;
+	struct setup_state *setup = bpf_map_lookup_elem(&setups, &st->serving.setup_sk);
+	if (setup)
+		add_cost(&setup->cost, p, false);
+	else
+		charge_unattributed(st, p->user_ns, kernel_ns_of(p));
+	__builtin_memset(p, 0, sizeof(*p));
+}
+
 static __always_inline void flush(struct thread_state *st)
 {
-	if (st->serving.dirty)
+	if (!st->serving.dirty)
+		return;
+	if (st->serving.setup_sk)
+		flush_setup(st);
+	else
 		flush_to(st, bpf_map_lookup_elem(&conns, &st->serving.conn));
 }
 
 /* The thread stops serving what it serves: its charges go there, and a
- * tail it was in ends. c is its connection's state if the caller has it. */
+ * tail it was in ends; that of a connection it closed ends the
+ * connection. c is its connection's state if the caller has it. */
 static __always_inline void leave_with(struct thread_state *st, struct conn_state *c)
 {
+	if (st->serving.setup_sk) {
+		flush_setup(st);
+		st->serving.setup_sk = 0;
+		return;
+	}
 	if (!st->serving.dirty && !st->serving.in_tail)
 		return;
 	if (!c && st->serving.conn)
@@ -216,7 +243,9 @@ static __always_inline void leave_with(struct thread_state *st, struct conn_stat
 	flush_to(st, c);
 	if (st->serving.in_tail) {
 		st->serving.in_tail = 0;
-		if (c)
+		if (c && c->closing)
+			finish_conn(c, st->serving.conn);
+		else if (c)
 			settle_tail(c);
 	}
 }
@@ -233,6 +262,46 @@ static __always_inline void turn_to(struct thread_state *st, __u64 conn, __u32 i
 	leave(st);
 	st->serving.conn = conn;
 	st->serving.in_tail = in_tail;
+}
+
+/* The thread accepted sk, a connection the targets serve: it serves its
+ * setup until it turns to a request, and so does a thread or process it
+ * makes meanwhile (inherit_setup). */
+static __always_inline void serve_setup(struct thread_state *st, struct sock *sk)
+{
+	leave(st);
+	__u32 zero = 0;
+	struct setup_state *fresh = bpf_map_lookup_elem(&setup_template, &zero);
+	if (!fresh)
+		return;
+	__u64 key = (__u64)sk;
+	fresh->target = st->target;
+	/* A socket's address is reused once it is freed: a stale entry is
+	 * replaced. */
+	if (bpf_map_update_elem(&setups, &key, fresh, BPF_ANY))
+		return;
+	st->serving.conn = 0;
+	st->serving.in_tail = 0;
+	st->serving.setup_sk = key;
+	st->handoff.depth = 0;
+	if (!watch_setups)
+		watch_setups = 1;
+}
+
+/* parent made child, a thread or a process: a child of a thread serving a
+ * connection's setup serves it too, until it first reads the connection. */
+static __always_inline void inherit_setup(struct task_struct *parent, struct task_struct *child)
+{
+	struct thread_state *from = bpf_task_storage_get(&threads, parent, 0, 0);
+	if (!from || !from->serving.setup_sk)
+		return;
+	__u32 plus1 = target_plus1_of(child);
+	if (!plus1)
+		return;
+	struct thread_state *st = thread_of(child, plus1 - 1, 0);
+	if (!st)
+		return;
+	st->serving.setup_sk = from->serving.setup_sk;
 }
 
 /* Charges or holds back ns of the thread's time in its current mode:

@@ -79,6 +79,9 @@ enum limits {
 #define NR_RECVFROM 45
 #define NR_RECVMSG 47
 #define NR_CLOSE 3
+/* ... and of those that accept a connection. */
+#define NR_ACCEPT 43
+#define NR_ACCEPT4 288
 /* ... and of those that send a signal. */
 #define NR_KILL 62
 #define NR_TKILL 200
@@ -199,6 +202,10 @@ struct request_record {
 	__u64 end_ns;         /* its last write */
 	__u64 bytes_in;
 	__u64 bytes_out;
+	/* Part of cost that was its connection's setup and teardown: the
+	 * accept, the thread or process made for the connection until it
+	 * first read it, and the close with what its closer did after it. */
+	__u64 setup_ns;
 	struct cost cost;
 	__u32 tgid;
 	__u32 tid; /* thread that read its first bytes */
@@ -305,15 +312,30 @@ struct conn_state {
 	__u32 streamed;
 	/* Flags every request of it carries (REQ_UNIX). */
 	__u32 conn_flags;
-	/* Bytes written to it so far (stdio channels only): where each
-	 * write's RECORD_RESPONSE starts in its output. */
-	__u64 out_off;
 	/* Served: the backends its open request called, backends_used of them. */
 	__u32 backends_used;
-	__u32 pad;
+	/* Closed by the thread serving it, which goes on charging its tail
+	 * (the close, and what it does after) until it turns to other work
+	 * or exits: only then is its last request emitted. */
+	__u32 closing;
 	struct backend_use backends[MAX_BACKENDS];
 	/* Outbound: its call in flight. */
 	struct backend_link link;
+	/* Bytes written to it so far (stdio channels only): where each
+	 * write's RECORD_RESPONSE starts in its output. */
+	__u64 out_off;
+	/* The accepted socket's address, its key in setups; 0: none. */
+	__u64 setup_sk;
+};
+
+/* What a connection's setup cost before it is known by its cookie: from
+ * the accept that returned it, the accepting thread's CPU, and that of a
+ * thread or process it made for it, until that first reads it. Keyed by
+ * the socket's address: the cookie does not exist yet at accept. */
+struct setup_state {
+	struct cost cost;
+	__u32 target;
+	__u32 pad;
 };
 
 /* A thread's on-CPU time, cut into pieces at syscall boundaries and
@@ -342,6 +364,10 @@ struct thread_serving {
 	__u32 wrote;    /* the current syscall wrote to a served connection */
 	__u32 served;   /* it has read or written a served connection */
 	__u32 dirty;    /* pending holds something */
+	/* A connection it accepted, or was made (cloned, forked) for, whose
+	 * setup it serves until it turns to a request: the socket's address,
+	 * its key in setups. Set only while conn is 0. */
+	__u64 setup_sk;
 	__u64 unattributed_ns; /* its CPU that served no request: to name the largest sources */
 	/* What it was charged since it last turned to another destination (or
 	 * left its CPU), for its destination now. */
@@ -429,6 +455,7 @@ struct target_stats {
 	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
 	__u64 lost_chunks;         /* chunks of inbound bytes lost to a full ring buffer */
 	__u64 lost_stack_samples;  /* stack samples lost to a full ring buffer */
+	__u64 setup_ns;            /* part of attributed: connections' setup and teardown */
 	struct self_runs exited_self; /* the program runs of its threads that exited */
 };
 
@@ -505,6 +532,7 @@ const enum record_flags *unused_record_flags __attribute__((unused));
 const enum record_kind *unused_record_kind __attribute__((unused));
 const struct chunk_record *unused_chunk_record __attribute__((unused));
 const struct unix_path *unused_unix_path __attribute__((unused));
+const struct setup_state *unused_setup_state __attribute__((unused));
 const struct stack_sample *unused_stack_sample __attribute__((unused));
 const enum sample_flags *unused_sample_flags __attribute__((unused));
 const enum self_kind *unused_self_kind __attribute__((unused));
@@ -539,6 +567,9 @@ volatile __u32 stdio_channels;
 /* Set once a Unix socket is in listen_unix: until then no close(fd) looks
  * for a Unix socket behind fd. */
 volatile __u32 watch_unix;
+/* Set by the programs once a target accepted a connection: until then no
+ * close of a socket nobody served looks for its setup. */
+volatile __u32 watch_setups;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -627,6 +658,24 @@ struct {
 	__type(key, __u64); /* socket cookie */
 	__type(value, struct conn_state);
 } conns SEC(".maps");
+
+/* Setups of accepted connections not yet closed: not preallocated, as
+ * conns. An entry goes when its connection closes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CONNS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64); /* the socket's address */
+	__type(value, struct setup_state);
+} setups SEC(".maps");
+
+/* A zeroed setup_state to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct setup_state);
+} setup_template SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

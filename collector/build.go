@@ -41,6 +41,15 @@ func buildRun(objs *bpfObjects, procs []*process, res consumeResult, meta profil
 	if err := iter.Err(); err != nil {
 		return profile.Run{}, fmt.Errorf("reading open connections: %w", err)
 	}
+	var sk uint64
+	var setup reqprofSetupState
+	setups := objs.Setups.Iterate()
+	for setups.Next(&sk, &setup) {
+		b.addOpenSetup(sk, &setup)
+	}
+	if err := setups.Err(); err != nil {
+		return profile.Run{}, fmt.Errorf("reading connections' setups: %w", err)
+	}
 	b.addThreads(threads, endNs)
 	if res.stacks != nil {
 		// After addOpenConn: the requests it finishes take their samples.
@@ -93,6 +102,9 @@ type runBuilder struct {
 	targets []profile.Target
 	// open are the served connections open when the window closed.
 	open map[uint64]bool
+	// openSetups are the setups of accepted connections open when the
+	// window closed, by socket address.
+	openSetups map[uint64]bool
 	// threadName is the name of thread tid of process tgid at the window's
 	// end, and false once it is gone; buildRun reads it from /proc.
 	threadName func(tgid, tid uint32) (string, bool)
@@ -109,7 +121,7 @@ type runBuilder struct {
 // newRunBuilder starts from the targets' counters, summed over CPUs, and
 // the records consumed.
 func newRunBuilder(procs []*process, res consumeResult, stats []reqprofTargetStats) *runBuilder {
-	b := &runBuilder{procs: procs, res: &res, targets: make([]profile.Target, len(procs)), open: map[uint64]bool{}}
+	b := &runBuilder{procs: procs, res: &res, targets: make([]profile.Target, len(procs)), open: map[uint64]bool{}, openSetups: map[uint64]bool{}}
 	b.selfRuns = make([]reqprofSelfRuns, len(procs))
 	for i, p := range procs {
 		p.finished, p.kernel = res.finished[i], &res.kernel[i]
@@ -191,6 +203,18 @@ func (b *runBuilder) addOpenConn(cookie uint64, c *reqprofConnState) {
 	}
 }
 
+// addOpenSetup counts the setup of a connection accepted and open when
+// the window closed (settled: what its connection's requests took of it
+// is gone from it): one that no request had read from yet. Its CPU is
+// attributed, but to no finished request.
+func (b *runBuilder) addOpenSetup(sk uint64, s *reqprofSetupState) {
+	if int(s.Target) >= len(b.targets) {
+		return
+	}
+	b.openSetups[sk] = true
+	b.targets[s.Target].UnfinishedNs += cpuNs(&s.Cost)
+}
+
 // addThreads counts the time threads were still on a CPU, or held back
 // inside a syscall, when the window closed at endNs: no event was left to
 // charge it. It goes to the request of the thread's connection if that is
@@ -212,7 +236,7 @@ func (b *runBuilder) addThreads(threads []threadEntry, endNs uint64) {
 		if st.Clock.RunStartNs != 0 && st.Clock.RunStartNs < endNs {
 			running += endNs - st.Clock.RunStartNs
 		}
-		if b.open[st.Serving.Conn] {
+		if b.open[st.Serving.Conn] || b.openSetups[st.Serving.SetupSk] {
 			t.UnfinishedNs += running
 		} else {
 			t.UnattributedNs += running
@@ -369,6 +393,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.LostChunks += s.LostChunks
 		sum.LostStackSamples += s.LostStackSamples
 		addRuns(&sum.ExitedSelf, s.ExitedSelf)
+		sum.SetupNs += s.SetupNs
 	}
 	return sum
 }

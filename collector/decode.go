@@ -152,6 +152,7 @@ func requestOf(r *reqprofRequestRecord) profile.Request {
 		InvoluntarySwitches: c.InvoluntarySwitches,
 		BytesIn:             r.BytesIn,
 		BytesOut:            r.BytesOut,
+		SetupNs:             r.SetupNs,
 	}
 }
 

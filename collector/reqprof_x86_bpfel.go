@@ -83,9 +83,8 @@ type reqprofConnState struct {
 	FollowAll    uint32
 	Streamed     uint32
 	ConnFlags    uint32
-	OutOff       uint64
 	BackendsUsed uint32
-	Pad          uint32
+	Closing      uint32
 	Backends     [4]reqprofBackendUse
 	Link         struct {
 		_            structs.HostLayout
@@ -104,6 +103,8 @@ type reqprofConnState struct {
 			Pad    uint32
 		}
 	}
+	OutOff  uint64
+	SetupSk uint64
 }
 
 type reqprofCost struct {
@@ -211,6 +212,7 @@ type reqprofRequestRecord struct {
 	EndNs        uint64
 	BytesIn      uint64
 	BytesOut     uint64
+	SetupNs      uint64
 	Cost         reqprofCost
 	Tgid         uint32
 	Tid          uint32
@@ -266,6 +268,13 @@ type reqprofSelfTiming struct {
 	Runs uint64
 }
 
+type reqprofSetupState struct {
+	_      structs.HostLayout
+	Cost   reqprofCost
+	Target uint32
+	Pad    uint32
+}
+
 type reqprofStackSample struct {
 	_            structs.HostLayout
 	Kind         uint32
@@ -312,6 +321,7 @@ type reqprofTargetStats struct {
 	Finished             uint64
 	LostChunks           uint64
 	LostStackSamples     uint64
+	SetupNs              uint64
 	ExitedSelf           reqprofSelfRuns
 }
 
@@ -343,6 +353,7 @@ type reqprofThreadState struct {
 		Wrote          uint32
 		Served         uint32
 		Dirty          uint32
+		SetupSk        uint64
 		UnattributedNs uint64
 		Pending        reqprofCost
 	}
@@ -399,6 +410,8 @@ const (
 	reqprofMapRequests             = "requests"
 	reqprofMapRuntimes             = "runtimes"
 	reqprofMapSelfTimings          = "self_timings"
+	reqprofMapSetupTemplate        = "setup_template"
+	reqprofMapSetups               = "setups"
 	reqprofMapStackScratch         = "stack_scratch"
 	reqprofMapStats                = "stats"
 	reqprofMapStdioFds             = "stdio_fds"
@@ -446,8 +459,10 @@ const (
 	reqprofVarUnusedRuntimeModel   = "unused_runtime_model"
 	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
 	reqprofVarUnusedSelfKind       = "unused_self_kind"
+	reqprofVarUnusedSetupState     = "unused_setup_state"
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
 	reqprofVarUnusedUnixPath       = "unused_unix_path"
+	reqprofVarWatchSetups          = "watch_setups"
 	reqprofVarWatchUnix            = "watch_unix"
 )
 
@@ -530,6 +545,8 @@ type reqprofMapSpecs struct {
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
 	Runtimes        *ebpf.MapSpec `ebpf:"runtimes"`
 	SelfTimings     *ebpf.MapSpec `ebpf:"self_timings"`
+	SetupTemplate   *ebpf.MapSpec `ebpf:"setup_template"`
+	Setups          *ebpf.MapSpec `ebpf:"setups"`
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	StdioFds        *ebpf.MapSpec `ebpf:"stdio_fds"`
@@ -563,8 +580,10 @@ type reqprofVariableSpecs struct {
 	UnusedRuntimeModel   *ebpf.VariableSpec `ebpf:"unused_runtime_model"`
 	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
 	UnusedSelfKind       *ebpf.VariableSpec `ebpf:"unused_self_kind"`
+	UnusedSetupState     *ebpf.VariableSpec `ebpf:"unused_setup_state"`
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
+	WatchSetups          *ebpf.VariableSpec `ebpf:"watch_setups"`
 	WatchUnix            *ebpf.VariableSpec `ebpf:"watch_unix"`
 }
 
@@ -599,6 +618,8 @@ type reqprofMaps struct {
 	Requests        *ebpf.Map `ebpf:"requests"`
 	Runtimes        *ebpf.Map `ebpf:"runtimes"`
 	SelfTimings     *ebpf.Map `ebpf:"self_timings"`
+	SetupTemplate   *ebpf.Map `ebpf:"setup_template"`
+	Setups          *ebpf.Map `ebpf:"setups"`
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	StdioFds        *ebpf.Map `ebpf:"stdio_fds"`
@@ -621,6 +642,8 @@ func (m *reqprofMaps) Close() error {
 		m.Requests,
 		m.Runtimes,
 		m.SelfTimings,
+		m.SetupTemplate,
+		m.Setups,
 		m.StackScratch,
 		m.Stats,
 		m.StdioFds,
@@ -655,8 +678,10 @@ type reqprofVariables struct {
 	UnusedRuntimeModel   *ebpf.Variable `ebpf:"unused_runtime_model"`
 	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
 	UnusedSelfKind       *ebpf.Variable `ebpf:"unused_self_kind"`
+	UnusedSetupState     *ebpf.Variable `ebpf:"unused_setup_state"`
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
 	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
+	WatchSetups          *ebpf.Variable `ebpf:"watch_setups"`
 	WatchUnix            *ebpf.Variable `ebpf:"watch_unix"`
 }
 

@@ -296,6 +296,7 @@ func share(r profile.Request, n int, first bool) profile.Request {
 	r.InvoluntarySwitches = part32(r.InvoluntarySwitches)
 	r.BytesIn = part(r.BytesIn)
 	r.BytesOut = part(r.BytesOut)
+	r.SetupNs = part(r.SetupNs)
 	return r
 }
 
@@ -315,6 +316,7 @@ func merge(r, carried profile.Request) profile.Request {
 	r.InvoluntarySwitches += carried.InvoluntarySwitches
 	r.BytesIn += carried.BytesIn
 	r.BytesOut += carried.BytesOut
+	r.SetupNs += carried.SetupNs
 	if carried.Start < r.Start {
 		r.Start = carried.Start
 	}

@@ -39,6 +39,14 @@ type Request struct {
 	// in a runtime reqprof has no model of, so which of them that
 	// thread's CPU served is estimated.
 	Interleaved bool
+
+	// SetupNs is the part of its CPU that was its connection's setup and
+	// teardown: the accept, the thread or process made for the
+	// connection until it first read it, the close and what the closing
+	// thread did after it until it exited or turned to other work. A
+	// connection's setup goes to its first request, its teardown to its
+	// last.
+	SetupNs uint64
 }
 
 // UnattributedSource is CPU a target's thread spent on a CPU while serving
@@ -259,6 +267,7 @@ type Totals struct {
 	VoluntarySwitches   uint64
 	InvoluntarySwitches uint64
 	SelfNs              uint64
+	SetupNs             uint64 // part of CPUNs: connection setup and teardown (Request.SetupNs)
 
 	MaxCPUNs       uint64
 	MaxUserNs      uint64
@@ -292,6 +301,7 @@ func (t *Totals) Add(r Request) {
 	t.VoluntarySwitches += uint64(r.VoluntarySwitches)
 	t.InvoluntarySwitches += uint64(r.InvoluntarySwitches)
 	t.SelfNs += r.SelfNs
+	t.SetupNs += r.SetupNs
 	t.MaxCPUNs = max(t.MaxCPUNs, cpu)
 	t.MaxUserNs = max(t.MaxUserNs, r.UserNs)
 	t.MaxKernelNs = max(t.MaxKernelNs, r.KernelNs)
@@ -337,6 +347,7 @@ func (t *Totals) Merge(o Totals) {
 	t.VoluntarySwitches += o.VoluntarySwitches
 	t.InvoluntarySwitches += o.InvoluntarySwitches
 	t.SelfNs += o.SelfNs
+	t.SetupNs += o.SetupNs
 	t.MaxCPUNs = max(t.MaxCPUNs, o.MaxCPUNs)
 	t.MaxUserNs = max(t.MaxUserNs, o.MaxUserNs)
 	t.MaxKernelNs = max(t.MaxKernelNs, o.MaxKernelNs)

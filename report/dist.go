@@ -70,6 +70,15 @@ func usFromNs(ns uint64) float64 {
 	return float64((ns+50)/100) / 10
 }
 
+// perRequestUs is sumNs shared over count requests, in µs to a tenth; 0
+// for no request.
+func perRequestUs(sumNs uint64, count int) float64 {
+	if count == 0 {
+		return 0
+	}
+	return roundTenth(float64(sumNs) / float64(count) / 1000)
+}
+
 // roundTenth rounds to one decimal place, for the same clean printing as
 // usFromNs.
 func roundTenth(x float64) float64 {

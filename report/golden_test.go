@@ -54,6 +54,8 @@ func requestsOneTo200() []profile.Request {
 			RunqueueNs: 20_000 + 200*i,
 			OffCPUNs:   1_500_000 + 1000*i,
 			PageFaults: uint32(i % 4),
+			// A tenth of its CPU was its connection's setup.
+			SetupNs: 100 * i,
 
 			VoluntarySwitches:   2,
 			InvoluntarySwitches: uint32(i/10 - (i-1)/10), // every tenth request

@@ -146,6 +146,7 @@ type htmlTarget struct {
 	Sample               string // says the percentiles and histogram come from a sample, when they do
 	Tables               []htmlTable
 	CPUSeen              string
+	Setup                string
 	Sources              *htmlTable
 	Waits                string
 	Histogram            *htmlFigure
@@ -200,6 +201,7 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 				plural(t.Requests, "finished request", "finished requests"), tenths(t.RequestsPerS)),
 			Sample:  sampleNote(t, "percentiles and the histogram"),
 			CPUSeen: cpuSeenLine(t),
+			Setup:   setupLine(t),
 			Waits:   waitsLine(t),
 		}
 		if t.Requests > 0 {
@@ -394,6 +396,7 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{end}}{{end}}<p class="cpu-seen">{{.CPUSeen}}</p>
 {{with .Sources}}<h4>{{.Title}}</h4>
 {{template "table" .}}
+{{end}}{{with .Setup}}<p class="setup">{{.}}</p>
 {{end}}{{with .Waits}}<p class="waits">{{.}}</p>
 {{end}}{{with .Histogram}}<h4 class="chart-title">{{.Title}}</h4>
 {{template "figure" .}}

@@ -56,6 +56,9 @@ type RouteSummary struct {
 	// of requests a thread interleaved with others in a runtime reqprof
 	// has no model of.
 	Interleaved float64 `json:"interleaved,omitempty"`
+	// SetupUs is the mean of its requests' connection setup and teardown,
+	// part of CPUUs (TargetSummary.SetupUs).
+	SetupUs float64 `json:"setup_us"`
 }
 
 // Route names come from what clients sent, so a target can have as many
@@ -168,6 +171,7 @@ func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteS
 		UserUs:      sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
 		KernelUs:    sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
 		LatencyUs:   sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
+		SetupUs:     perRequestUs(t.SetupNs, t.Requests),
 	}
 	if len(g.sampled) < t.Requests {
 		route.SampledRequests = new(len(g.sampled))

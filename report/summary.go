@@ -121,7 +121,12 @@ type TargetSummary struct {
 	// Part of AttributedCPUUs: after a response, before the thread turns
 	// to other work (the server's loop), charged to the request it follows.
 	BetweenRequestsCPUUs float64 `json:"between_requests_cpu_us"`
-	SchedCPUUs           float64 `json:"sched_cpu_us"`
+	// SetupUs is the mean per finished request of its connection's setup
+	// and teardown, part of CPUUs: the accept, the thread or process made
+	// for the connection until it read it, the close and what its closer
+	// did after it until it exited or turned to other work.
+	SetupUs    float64 `json:"setup_us"`
+	SchedCPUUs float64 `json:"sched_cpu_us"`
 
 	// All waiting of the target's threads over the window, in requests or
 	// not; absent in summaries of a reqprof that did not measure it.
@@ -332,6 +337,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		UnattributedCPUUs:    usFromNs(t.UnattributedNs),
 		UnattributedSources:  summarizeSources(t.UnattributedSources, t.UnattributedNs),
 		BetweenRequestsCPUUs: usFromNs(t.BetweenRequestsNs),
+		SetupUs:              perRequestUs(totals.SetupNs, n),
 		SchedCPUUs:           usFromNs(t.SchedCPUNs),
 		RunqueueTotalUs:      new(usFromNs(t.RunqueueNs)),
 		OffCPUTotalUs:        new(usFromNs(t.OffCPUNs)),

@@ -74,6 +74,7 @@ func TestSummarizeByHand(t *testing.T) {
 			{Thread: OtherThreads, Threads: 2, CPUMs: 0.0266, Share: 0.022, Names: 2},
 		},
 		BetweenRequestsCPUUs: 234.6,
+		SetupUs:              10.1,
 		ProcessCPUUs:         24834.6,
 		SchedCPUUs:           24900,
 		RunqueueTotalUs:      new(12345.7),

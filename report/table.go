@@ -123,6 +123,9 @@ func writeRequestFigures(b *bytes.Buffer, t TargetSummary, syscallEntryNs uint64
 	if line := timeSplit(t); line != "" {
 		b.WriteString(line + "\n")
 	}
+	if line := setupLine(t); line != "" {
+		b.WriteString(line + "\n")
+	}
 	if t.PageFaultsPerRequest != nil && t.CtxSwitchesPerRequest != nil {
 		fmt.Fprintf(b, "per request: %s page faults; %s voluntary and %s involuntary context switches\n",
 			tenths(*t.PageFaultsPerRequest),
@@ -141,6 +144,17 @@ func writeRequestFigures(b *bytes.Buffer, t TargetSummary, syscallEntryNs uint64
 		}
 	}
 	return nil
+}
+
+// setupLine says how much of a request's CPU was its connection's setup
+// and teardown; "" when none was (connections opened before the window,
+// or kept open across requests and not closed in it).
+func setupLine(t TargetSummary) string {
+	if t.Requests == 0 || t.SetupUs <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("connection setup µs per request: %s of the %s µs mean cpu (accept, the thread or process made for the connection, close)",
+		tenths(t.SetupUs), tenths(t.CPUUs.Mean))
 }
 
 // cpuSeenLine sets all the CPU reqprof saw t's threads use, attributed to

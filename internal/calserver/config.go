@@ -58,11 +58,19 @@ type Config struct {
 	// process's GOMAXPROCS to Workers+2 if it is lower, and the epoll
 	// model to 2, so that every serving thread keeps a P of its own.
 	Workers int
+
+	// CloseAfterResponse closes each connection once its first response is
+	// out, as an HTTP/1.0 server does: with the threads model, a thread is
+	// made for, and ends with, every request. Only the threads model has it.
+	CloseAfterResponse bool
 }
 
 func (c Config) validate() error {
 	if c.Burn < 0 || c.Sleep < 0 || c.DevNullWrites < 0 || c.DevNullBytes < 0 {
 		return fmt.Errorf("calserver: negative burn, sleep or /dev/null work in %+v", c)
+	}
+	if c.CloseAfterResponse && c.Model != Threads {
+		return fmt.Errorf("calserver: closing after each response needs the threads model, not %q", c.Model)
 	}
 	if c.Workers < 0 {
 		return fmt.Errorf("calserver: negative number of workers %d", c.Workers)

@@ -26,6 +26,7 @@ func Main(args []string) int {
 	flags.IntVar(&cfg.DevNullBytes, "devnull-bytes", 0, "bytes per /dev/null write")
 	flags.DurationVar(&cfg.Sleep, "sleep", 0, "off-CPU sleep per request")
 	flags.IntVar(&cfg.Workers, "workers", DefaultWorkers, "worker threads of the pool model")
+	flags.BoolVar(&cfg.CloseAfterResponse, "close", false, "close each connection after its first response, as an HTTP/1.0 server (threads model)")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}

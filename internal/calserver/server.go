@@ -55,6 +55,7 @@ type Server struct {
 	// user CPU of one round of the write loop apart from its syscall
 	devNullLoopUserNs float64
 	sleep             time.Duration
+	closeAfter        bool // Config.CloseAfterResponse
 
 	engine    engine
 	wg        sync.WaitGroup // the engine's serving goroutines
@@ -93,6 +94,7 @@ func Start(cfg Config) (*Server, error) {
 		devNullBuf:    make([]byte, cfg.DevNullBytes),
 		devNullWrites: cfg.DevNullWrites,
 		sleep:         cfg.Sleep,
+		closeAfter:    cfg.CloseAfterResponse,
 	}
 	s.routes = append(s.routes, s.fallback)
 	for key, burn := range cfg.Routes {

@@ -102,6 +102,9 @@ func (e *threadsEngine) serve(fd int) {
 			return
 		}
 		s.finishRequest(c)
+		if s.closeAfter {
+			return
+		}
 	}
 }
 

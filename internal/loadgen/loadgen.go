@@ -41,6 +41,11 @@ type Config struct {
 	// reading their responses (HTTP/1.1 pipelining): the server reads
 	// several requests in one read.
 	Pipeline int
+	// ConnPerRequest opens a connection for each request, as an HTTP/1.0
+	// client does, and closes it once the response is in: the server
+	// accepts, and may make a thread or process, for every request.
+	// Pipeline is then 1.
+	ConnPerRequest bool
 }
 
 // ErrConfig is what Run's errors for an invalid Config wrap.
@@ -81,6 +86,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		n := cfg.Requests / cfg.Conns
 		if i < cfg.Requests%cfg.Conns {
 			n++
+		}
+		if cfg.ConnPerRequest {
+			wg.Go(func() { conns[i] = runConnPerRequest(ctx, cfg.Addr, requests, i, n) })
+			continue
 		}
 		wg.Go(func() { conns[i] = runConn(ctx, cfg.Addr, requests, i, n, cfg.Pipeline) })
 	}
@@ -149,6 +158,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.Timeout = 30 * time.Second
 	}
 	c.Pipeline = max(c.Pipeline, 1)
+	if c.ConnPerRequest {
+		c.Pipeline = 1
+	}
 	return c, nil
 }
 
@@ -174,6 +186,24 @@ func checkLoopback(addr string) error {
 type connResult struct {
 	perRequest []int // responses received, by index in Config.Paths
 	err        error
+}
+
+// runConnPerRequest sends n requests one after another, cycling through
+// requests from index first, each on a connection of its own; it stops at
+// the first that fails.
+func runConnPerRequest(ctx context.Context, addr string, requests [][]byte, first, n int) connResult {
+	res := connResult{perRequest: make([]int, len(requests))}
+	for j := range n {
+		one := runConn(ctx, addr, requests, (first+j)%len(requests), 1, 1)
+		for i, got := range one.perRequest {
+			res.perRequest[i] += got
+		}
+		if one.err != nil {
+			res.err = fmt.Errorf("request %d: %w", j, one.err)
+			return res
+		}
+	}
+	return res
 }
 
 // runConn sends n requests on one connection, cycling through requests from
@@ -222,6 +252,7 @@ func runConn(ctx context.Context, addr string, requests [][]byte, first, n, dept
 
 var (
 	statusOK      = []byte("HTTP/1.1 200 ")
+	statusOK10    = []byte("HTTP/1.0 200 ") // an HTTP/1.0 server's
 	contentLength = []byte("content-length")
 )
 
@@ -232,7 +263,7 @@ func ReadResponse(r *bufio.Reader) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.HasPrefix(status, statusOK) {
+	if !bytes.HasPrefix(status, statusOK) && !bytes.HasPrefix(status, statusOK10) {
 		return fmt.Errorf("status line %q", status)
 	}
 	length := -1

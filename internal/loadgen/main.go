@@ -38,6 +38,7 @@ func Main(args []string) int {
 		hasBody = true
 		return nil
 	})
+	flags.BoolVar(&cfg.ConnPerRequest, "conn-per-request", false, "open a connection for each request, as an HTTP/1.0 client")
 	flags.DurationVar(&cfg.Timeout, "timeout", 0, "bound on the whole run (default 30s)")
 	if err := flags.Parse(args); err != nil {
 		return 2
