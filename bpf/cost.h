@@ -72,8 +72,15 @@ static __always_inline __u64 cpu_ns_of(struct cost *c)
 
 /* Adds a cost to one that other threads may be adding to. Waiting is
  * added only with_waits. */
-static __always_inline void add_cost(struct cost *to, struct cost *from, bool with_waits)
+/* A global function: the verifier checks it once, not at every place a
+ * program inlines it. Its loops over syscall slots, times the callers'
+ * branches, took on_sys_exit past the verifier's million instructions. */
+__attribute__((noinline)) int add_cost(struct cost *to, struct cost *from, int with_waits)
 {
+	/* Checked by its callers; a global function's pointers may be NULL
+	 * as far as the verifier knows. */
+	if (!to || !from)
+		return 0;
 	ADD_NONZERO(to->user_ns, from->user_ns);
 	ADD_NONZERO(to->irq_ns, from->irq_ns);
 	ADD_NONZERO(to->page_faults, from->page_faults);
@@ -93,11 +100,12 @@ static __always_inline void add_cost(struct cost *to, struct cost *from, bool wi
 		__sync_fetch_and_add(&to->other_syscall_calls, from->other_syscall_calls);
 	}
 	if (!with_waits)
-		return;
+		return 0;
 	ADD_NONZERO(to->runqueue_ns, from->runqueue_ns);
 	ADD_NONZERO(to->offcpu_ns, from->offcpu_ns);
 	ADD_NONZERO(to->voluntary_switches, from->voluntary_switches);
 	ADD_NONZERO(to->involuntary_switches, from->involuntary_switches);
+	return 0;
 }
 
 #endif /* REQPROF_COST_H */

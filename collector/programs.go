@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -161,6 +162,9 @@ func attachAll(objs *bpfObjects) ([]link.Link, error) {
 	return links, nil
 }
 
+// rejectedProgram finds the program's name in cilium/ebpf's load error.
+var rejectedProgram = regexp.MustCompile(`program (\w+): load program`)
+
 // describeLoadError keeps the part of a verifier log that says why.
 func describeLoadError(err error) error {
 	var ve *ebpf.VerifierError
@@ -169,7 +173,11 @@ func describeLoadError(err error) error {
 		if len(log) > 6 {
 			log = log[len(log)-6:]
 		}
-		return fmt.Errorf("the kernel's verifier rejected reqprof's BPF programs: %s", strings.Join(log, " | "))
+		which := "reqprof's BPF programs"
+		if m := rejectedProgram.FindStringSubmatch(err.Error()); m != nil {
+			which = "reqprof's BPF program " + m[1]
+		}
+		return fmt.Errorf("the kernel's verifier rejected %s: %s", which, strings.Join(log, " | "))
 	}
 	if errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("loading BPF programs was refused (not root, or locked down): %w", err)
