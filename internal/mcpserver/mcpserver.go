@@ -61,6 +61,7 @@ func Main(args []string) int {
 	compare := fs.Bool("compare", false, "drive this server twice, over stdio and over HTTP, with the same calls")
 	calls := fs.Int("calls", 1000, "with --compare: calls of each tool made on each server")
 	delay := fs.Duration("delay", 0, "with --compare: start calling after this long, or at SIGUSR1 if sooner (0: at SIGUSR1 only)")
+	linger := fs.Duration("linger", 0, "with --compare: keep both servers up this long after the calls, or until SIGINT or SIGTERM")
 	procs := fs.Int("procs", 1, "with --compare: GOMAXPROCS of both servers")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -70,7 +71,7 @@ func Main(args []string) int {
 		return 2
 	}
 	if *compare {
-		return runCompare(CompareOptions{Light: *light, Heavy: *heavy, Calls: *calls, Delay: *delay, Procs: *procs})
+		return runCompare(CompareOptions{Light: *light, Heavy: *heavy, Calls: *calls, Delay: *delay, Linger: *linger, Procs: *procs})
 	}
 	server, stats := newServer(*light, *heavy)
 	var err error

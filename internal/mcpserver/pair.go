@@ -214,15 +214,17 @@ type CompareOptions struct {
 	Light, Heavy time.Duration
 	Calls        int
 	Delay        time.Duration
+	Linger       time.Duration
 	Procs        int
 }
 
 // runCompare starts the pair from this very binary, says their pids, waits
 // for SIGUSR1 or the delay, makes the handshakes and opts.Calls calls of
-// each tool on each server, ends them, and says what each answered.
+// each tool on each server, keeps them up for opts.Linger or until SIGINT
+// or SIGTERM, ends them, and says what each answered.
 func runCompare(opts CompareOptions) int {
-	if opts.Calls < 1 || opts.Procs < 1 || opts.Delay < 0 {
-		fmt.Fprintln(os.Stderr, "mcpserver: --calls and --procs must be 1 or more, --delay 0 or more")
+	if opts.Calls < 1 || opts.Procs < 1 || opts.Delay < 0 || opts.Linger < 0 {
+		fmt.Fprintln(os.Stderr, "mcpserver: --calls and --procs must be 1 or more, --delay and --linger 0 or more")
 		return 2
 	}
 	bin, err := os.Executable()
@@ -266,12 +268,23 @@ func runCompare(opts CompareOptions) int {
 		}
 	}
 	took := time.Since(began)
+	fmt.Printf("%d calls on each in %v\n", 2*opts.Calls, took.Round(time.Millisecond))
+	if opts.Linger > 0 {
+		// The servers stay up, so that a profiler's window can close
+		// before they exit.
+		fmt.Printf("servers up for %v, or until SIGINT or SIGTERM to pid %d\n", opts.Linger, os.Getpid())
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+		select {
+		case <-stop:
+		case <-time.After(opts.Linger):
+		}
+	}
 	stdio, http, err := pair.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Printf("%d calls on each in %v\n", 2*opts.Calls, took.Round(time.Millisecond))
 	for _, s := range []struct {
 		name  string
 		stats Stats
