@@ -27,7 +27,7 @@ import (
 func TestMCPStdioAndHTTP(t *testing.T) {
 	requireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
-	pair, err := mcpserver.StartPair(bin, []string{"--light", "100us", "--heavy", "400us"}, []string{"GOMAXPROCS=1"})
+	pair, err := mcpserver.StartPair(bin, 100*time.Microsecond, 400*time.Microsecond, []string{"GOMAXPROCS=1"})
 	if err != nil {
 		t.Fatal(err)
 	}

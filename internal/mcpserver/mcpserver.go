@@ -56,6 +56,8 @@ func Main(args []string) int {
 	fs := flag.NewFlagSet("mcpserver", flag.ContinueOnError)
 	light := fs.Duration("light", 50*time.Microsecond, "CPU the light tool burns")
 	heavy := fs.Duration("heavy", 200*time.Microsecond, "CPU the heavy tool burns")
+	lightRounds := fs.Uint64("light-rounds", 0, "rounds of the burn loop the light tool runs (0: as many as --light takes here)")
+	heavyRounds := fs.Uint64("heavy-rounds", 0, "rounds of the burn loop the heavy tool runs (0: as many as --heavy takes here)")
 	httpAddr := fs.String("http", "", "serve over streamable HTTP on this address (such as 127.0.0.1:0) instead of stdio, at /mcp")
 	hold := fs.Bool("hold", false, "over stdio, read nothing until SIGUSR1 (so that a profiler attached first sees the handshake)")
 	compare := fs.Bool("compare", false, "drive this server twice, over stdio and over HTTP, with the same calls")
@@ -73,7 +75,13 @@ func Main(args []string) int {
 	if *compare {
 		return runCompare(CompareOptions{Light: *light, Heavy: *heavy, Calls: *calls, Delay: *delay, Linger: *linger, Procs: *procs})
 	}
-	server, stats := newServer(*light, *heavy)
+	if *lightRounds == 0 {
+		*lightRounds = calserver.IterationsFor(*light)
+	}
+	if *heavyRounds == 0 {
+		*heavyRounds = calserver.IterationsFor(*heavy)
+	}
+	server, stats := newServer(*lightRounds, *heavyRounds)
 	var err error
 	if *httpAddr != "" {
 		err = serveHTTP(server, *httpAddr)
@@ -98,13 +106,13 @@ func Main(args []string) int {
 	return 0
 }
 
-// newServer builds the server with its tools, and a function that reads
-// what they have answered so far.
-func newServer(light, heavy time.Duration) (*mcp.Server, func() Stats) {
+// newServer builds the server with its tools, which run the burn loop
+// light and heavy rounds, and a function that reads what they have
+// answered so far.
+func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "reqprof-test", Version: "1"}, nil)
 	var calls, burned [2]atomic.Uint64
-	for i, burn := range []time.Duration{light, heavy} {
-		iterations := calserver.IterationsFor(burn)
+	for i, iterations := range []uint64{light, heavy} {
 		mcp.AddTool(server, &mcp.Tool{Name: Tools[i], Description: "burns CPU"},
 			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
 				// On one thread, so that its CPU clock measures the burn.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/reqprof/reqprof/internal/calserver"
 )
 
 // Pair is the same server run twice by its client: once as a child over
@@ -42,10 +44,16 @@ type connectResult struct {
 	err     error
 }
 
-// StartPair starts bin (this package's command) twice with serverArgs
-// (its --light and --heavy), each with env added to this process's.
-func StartPair(bin string, serverArgs, env []string) (*Pair, error) {
+// StartPair starts bin (this package's command) twice, its tools burning
+// light and heavy, each with env added to this process's. The rounds of
+// the burn loop are reckoned here once and given to both, so that both do
+// the same work, which each would reckon a little apart.
+func StartPair(bin string, light, heavy time.Duration, env []string) (*Pair, error) {
 	p := &Pair{}
+	serverArgs := []string{
+		"--light-rounds", strconv.FormatUint(calserver.IterationsFor(light), 10),
+		"--heavy-rounds", strconv.FormatUint(calserver.IterationsFor(heavy), 10),
+	}
 	var err error
 	if p.Stdio, err = startStdio(bin, serverArgs, env); err != nil {
 		return nil, err
@@ -234,9 +242,7 @@ func runCompare(opts CompareOptions) int {
 	}
 	start := make(chan os.Signal, 1)
 	signal.Notify(start, syscall.SIGUSR1)
-	pair, err := StartPair(bin,
-		[]string{"--light", opts.Light.String(), "--heavy", opts.Heavy.String()},
-		[]string{"GOMAXPROCS=" + strconv.Itoa(opts.Procs)})
+	pair, err := StartPair(bin, opts.Light, opts.Heavy, []string{"GOMAXPROCS=" + strconv.Itoa(opts.Procs)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
