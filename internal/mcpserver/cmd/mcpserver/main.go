@@ -1,4 +1,5 @@
-// Command mcpserver runs the MCP server over stdio; see package mcpserver.
+// Command mcpserver runs the MCP server over stdio or streamable HTTP, or
+// with --compare drives it over both; see package mcpserver.
 package main
 
 import (
