@@ -21,7 +21,7 @@ enum limits {
 	MAX_HANDOFF_DEPTH = 4,
 	MAX_CONNS = 65536,
 	NR_SOFTIRQS = 10,
-	SYSCALL_SLOTS = 8,
+	SYSCALL_SLOTS = 12,
 	/* Most bytes of a request captured for naming it. */
 	PAYLOAD_MAX = 512,
 	/* Room for a capture to be continued at any offset below PAYLOAD_MAX

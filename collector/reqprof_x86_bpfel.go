@@ -124,7 +124,7 @@ type reqprofCost struct {
 	Wakeups             uint32
 	Interrupts          uint32
 	PadRuns             uint32
-	Syscalls            [8]reqprofSyscallSlot
+	Syscalls            [12]reqprofSyscallSlot
 }
 
 type reqprofCpuState struct {
@@ -164,7 +164,7 @@ const (
 	reqprofLimitsMAX_HANDOFF_DEPTH    reqprofLimits = 4
 	reqprofLimitsMAX_CONNS            reqprofLimits = 65536
 	reqprofLimitsNR_SOFTIRQS          reqprofLimits = 10
-	reqprofLimitsSYSCALL_SLOTS        reqprofLimits = 8
+	reqprofLimitsSYSCALL_SLOTS        reqprofLimits = 12
 	reqprofLimitsPAYLOAD_MAX          reqprofLimits = 512
 	reqprofLimitsPAYLOAD_BUF          reqprofLimits = 1024
 	reqprofLimitsCHUNK_BYTES          reqprofLimits = 4096
