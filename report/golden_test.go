@@ -250,6 +250,15 @@ func selfCostRun(kept bool) profile.Run {
 	return run
 }
 
+// liteRun is sampledRun taken in lite mode: no kernel breakdown, the
+// user/kernel split an estimate.
+func liteRun() profile.Run {
+	run := sampledRun()
+	run.Lite = true
+	run.Targets[0].KernelBreakdown = nil
+	return run
+}
+
 func goldenCases() []goldenCase {
 	return []goldenCase{
 		{name: "one_target", run: oneTargetRun()},
@@ -262,6 +271,7 @@ func goldenCases() []goldenCase {
 		{name: "stacks_by_port", run: stacksRun(), summarize: SummarizeOptions{GroupBy: GroupByPort}},
 		{name: "self_cost", run: selfCostRun(false)},
 		{name: "self_cost_gross", run: selfCostRun(true)},
+		{name: "lite", run: liteRun()},
 		{name: "zero_requests", run: profile.Run{
 			Duration: 5 * time.Second,
 			Targets: []profile.Target{{
