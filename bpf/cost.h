@@ -94,7 +94,8 @@ __attribute__((noinline)) int add_cost(struct cost *to, struct cost *from, int w
 		if (slot->nr)
 			add_syscall(to, slot->nr - 1, slot->ns, slot->calls);
 	}
-	if (from->other_syscall_calls) {
+	/* Lite mode's kernel time is ns of no call (threads.h: charge_lite). */
+	if (from->other_syscall_calls || from->other_syscall_ns) {
 		__sync_fetch_and_add(&to->syscall_ns, from->other_syscall_ns);
 		__sync_fetch_and_add(&to->other_syscall_ns, from->other_syscall_ns);
 		__sync_fetch_and_add(&to->other_syscall_calls, from->other_syscall_calls);

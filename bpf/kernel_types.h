@@ -79,6 +79,10 @@ struct task_struct {
 	struct sched_entity se;
 	struct thread_struct thread;
 	struct files_struct *files;
+	/* The kernel's own user and system time: whole scheduler ticks,
+	 * each charged to the mode the tick found the task in. */
+	__u64 utime;
+	__u64 stime;
 } __attribute__((preserve_access_index));
 
 typedef struct {

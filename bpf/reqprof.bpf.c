@@ -129,6 +129,21 @@ struct sock_op {
 	__u32 pad;
 };
 
+/* Lite mode has no syscall boundaries: a socket operation is one. The
+ * thread's time up to it goes where its charges went until now (the
+ * previous request's tail, when this read starts a request); a Go thread
+ * then takes up the goroutine it runs. A read's buffer is read from the
+ * registers the syscall was made with, to capture the request's bytes. */
+static __always_inline void lite_boundary(struct thread_state *st, int just_read)
+{
+	cut(st, bpf_ktime_get_ns(), false);
+	follow_goroutine(st);
+	if (just_read && cfg.capture_bytes) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		read_buffer(&st->serving, regs, BPF_CORE_READ(regs, orig_ax));
+	}
+}
+
 /* Fills op for ret bytes moved on sk by the current thread, creating the
  * connection's state in phase, with flags, on its first sight; false when
  * nothing moved, or no target thread moved them. */
@@ -140,6 +155,8 @@ static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int 
 	op->st = current_thread(this_cpu(), &op->tid);
 	if (!op->st)
 		return false;
+	if (cfg.lite)
+		lite_boundary(op->st, just_read);
 	op->cookie = bpf_get_socket_cookie(sk);
 	op->c = conn_of(sk, op->cookie, op->st->target, op->tid, phase, flags, just_read);
 	if (op->c && op->c->role == ROLE_SERVER)
@@ -213,6 +230,12 @@ static __always_inline void sent(struct sock_op *op, int ret)
 	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	op->st->serving.wrote = 1;
 	note_goroutine(op->st, op->cookie);
+	if (cfg.lite) {
+		/* No syscall exit to wait for: the tail starts here. */
+		flush(op->st);
+		op->st->serving.wrote = 0;
+		op->st->serving.in_tail = 1;
+	}
 }
 
 /* A write on a stdio channel, whose record is sent once the writer's

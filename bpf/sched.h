@@ -40,7 +40,8 @@ static __always_inline bool switch_out(struct task_struct *prev, bool preempt, u
 	if (prev_state & TASK_DEAD) {
 		/* Its final switch: what it held back has no boundary left to
 		 * tell; it was in the exit syscall. */
-		charge(st, st->clock.held_ns, st->clock.syscall_nr);
+		if (!cfg.lite) /* lite holds nothing back */
+			charge(st, st->clock.held_ns, st->clock.syscall_nr);
 		leave(st);
 		keep_exited_runs(st);
 		bpf_task_storage_delete(&threads, prev);

@@ -85,7 +85,9 @@ static __always_inline struct thread_state *new_thread(struct task_struct *task,
 	/* The only fields ever set in the template: the rest stays 0. */
 	fresh->clock.run_start_ns = run_start_ns;
 	fresh->clock.sched_at_in = sched_at_in;
-	fresh->clock.mode = MODE_UNKNOWN;
+	/* Lite: no syscall boundary will ever tell, all is charged as it
+	 * comes (charge_lite). */
+	fresh->clock.mode = cfg.lite ? MODE_USER : MODE_UNKNOWN;
 	fresh->target = target;
 	struct target_stats *s = stats_of(target);
 	struct thread_state *st = bpf_task_storage_get(&threads, task, fresh, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -304,6 +306,31 @@ static __always_inline void inherit_setup(struct task_struct *parent, struct tas
 	st->serving.setup_sk = from->serving.setup_sk;
 }
 
+/* Lite mode: ns of the current task's time, split into user and kernel
+ * time by the share of system time in the kernel's own accounting of it
+ * (utime and stime, whole ticks each charged to the mode the tick found
+ * it in), over its life: an estimate, sampled at the tick. The kernel part
+ * is syscall time with no syscall named. */
+static __always_inline void charge_lite(struct thread_state *st, __u64 ns)
+{
+	if (!ns)
+		return;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 user = task->utime, system = task->stime;
+	/* In 1/1024ths: system << 10 overflows after 200 days of CPU. */
+	__u64 share = user + system ? (system << 10) / (user + system) : 0;
+	__u64 kernel_ns = (ns * share) >> 10;
+	struct cost *to = pending_of(st);
+	if (!to) {
+		charge_unattributed(st, ns - kernel_ns, kernel_ns);
+		return;
+	}
+	to->user_ns += ns - kernel_ns;
+	/* Where add_cost takes syscall time of no named syscall from. */
+	to->syscall_ns += kernel_ns;
+	to->other_syscall_ns += kernel_ns;
+}
+
 /* Charges or holds back ns of the thread's time in its current mode:
  * user time is charged now, time in (or possibly in) a syscall is held back
  * for the syscall's boundary. Debt from an earlier slice is paid first. */
@@ -313,7 +340,9 @@ static __always_inline void account(struct thread_state *st, __u64 ns)
 	__u64 paid = ns < k->debt_ns ? ns : k->debt_ns;
 	k->debt_ns -= paid;
 	ns -= paid;
-	if (k->mode == MODE_USER)
+	if (cfg.lite)
+		charge_lite(st, ns);
+	else if (k->mode == MODE_USER)
 		charge(st, ns, -1);
 	else
 		k->held_ns += ns;

@@ -521,7 +521,11 @@ struct config {
 	 * the requests pipelined in it are counted; HTTP/2 connections send
 	 * all. 0 turns chunks off. */
 	__u32 chunk_bytes;
-	__u32 pad;
+	/* Lite mode: no program on the syscall, interrupt and fault
+	 * tracepoints; a socket operation is a request's boundary, and the
+	 * user/kernel split is estimated from the kernel's tick accounting
+	 * (threads.h: charge_lite). */
+	__u32 lite;
 };
 
 /* The ring buffer, the limits and the record flags have no type in the

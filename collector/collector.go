@@ -49,6 +49,14 @@ type Config struct {
 	// of its CPU, user/kernel split and kernel breakdown. Either way it
 	// is measured and stated (profile.Target.SelfCost, Request.SelfNs).
 	Gross bool
+	// Lite attaches no program to the syscall, interrupt and page fault
+	// tracepoints, which run on every syscall of the machine: a mode for
+	// live production hosts. A socket operation is a request's boundary;
+	// CPU per request, latency, waits and routes stay exact; the
+	// user/kernel split is estimated from the kernel's tick accounting;
+	// there is no kernel breakdown, no page fault count, no connection
+	// setup, and no stdio requests (profile.Run.Lite).
+	Lite bool
 	// Stacks samples the targets' threads' stacks on each CPU, StackHz
 	// times a second (DefaultStackHz when 0), each sample with the request
 	// it ran for: profile.Target.Stacks.
@@ -283,6 +291,13 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	}
 	run, err := buildRun(s.objs, s.procs, res, meta, startNs, endNs, s.overhead.selfRates(), cfg.Gross)
 	run.Overhead = cost
+	if cfg.Lite {
+		// Its kernel time is an estimate of no syscall: no rows.
+		run.Lite = true
+		for i := range run.Targets {
+			run.Targets[i].KernelBreakdown = nil
+		}
+	}
 	return run, err
 }
 
@@ -334,6 +349,9 @@ func (cfg Config) bpfConfig() reqprofConfig {
 	}
 	if cfg.FollowChildren {
 		bc.FollowChildren = 1
+	}
+	if cfg.Lite {
+		bc.Lite = 1
 	}
 	return bc
 }
@@ -857,8 +875,8 @@ type consumeResult struct {
 	// onRequest is Config.OnRequest.
 	onRequest func(target int, r profile.Request)
 	// self takes reqprof's own cost out of each request.
-	self *selfCost
-	backends  backendUses
+	self     *selfCost
+	backends backendUses
 }
 
 // consume reads finished requests until the reader is flushed. Its memory

@@ -30,6 +30,9 @@ const (
 type tracepointKernel struct {
 	since    string
 	optional bool
+	// notLite: not attached in lite mode (Config.Lite), as it runs on
+	// every syscall, interrupt or page fault of the machine.
+	notLite bool
 }
 
 // tracepointKernels has an entry for each tracepoint a program of
@@ -42,19 +45,19 @@ var tracepointKernels = map[string]tracepointKernel{
 	"sched_wakeup":        {since: "2.6"},
 	"sched_wakeup_new":    {since: "2.6"},
 	"sched_process_fork":  {since: "2.6"},
-	"sys_enter":           {since: "3.7"},
-	"sys_exit":            {since: "3.7"},
+	"sys_enter":           {since: "3.7", notLite: true},
+	"sys_exit":            {since: "3.7", notLite: true},
 	"sock_recv_length":    {since: "6.3"},
 	"sock_send_length":    {since: "6.3"},
 	"inet_sock_set_state": {since: "4.16"},
-	"softirq_entry":       {since: "2.6"},
-	"softirq_exit":        {since: "2.6"},
-	"irq_handler_entry":   {since: "2.6"},
-	"irq_handler_exit":    {since: "2.6"},
+	"softirq_entry":       {since: "2.6", notLite: true},
+	"softirq_exit":        {since: "2.6", notLite: true},
+	"irq_handler_entry":   {since: "2.6", notLite: true},
+	"irq_handler_exit":    {since: "2.6", notLite: true},
 	// x86 only: the local APIC timer is no irq_handler.
-	"local_timer_entry": {since: "3.10", optional: true},
-	"local_timer_exit":  {since: "3.10", optional: true},
-	"page_fault_user":   {since: "3.13", optional: true},
+	"local_timer_entry": {since: "3.10", optional: true, notLite: true},
+	"local_timer_exit":  {since: "3.10", optional: true, notLite: true},
+	"page_fault_user":   {since: "3.13", optional: true, notLite: true},
 }
 
 // embeddedSpec is reqprof's compiled BPF, parsed once: preflight, loading
@@ -89,6 +92,7 @@ func hooksOf(spec *ebpf.CollectionSpec) []hook {
 type bpfObjects struct {
 	reqprofObjects
 	hooks []loadedHook
+	lite  bool // Config.Lite: the programs on every syscall, interrupt and fault are not attached
 }
 
 type loadedHook struct {
@@ -96,9 +100,13 @@ type loadedHook struct {
 	prog *ebpf.Program // owned by reqprofObjects
 }
 
+// emptyProgram returns at once: what a program not needed is loaded as.
+var emptyProgram = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
+
 // load loads reqprof's BPF objects with what is fixed before load. Without
 // stacks, the stack sampling program is loaded empty: nothing of it can
-// keep a kernel that would refuse it from running the rest.
+// keep a kernel that would refuse it from running the rest. In lite mode
+// (cfg.Lite) so are the programs it does not attach.
 func load(cfg reqprofConfig, stacks bool) (*bpfObjects, error) {
 	if cfg.CaptureBytes > uint32(MaxCaptureBytes) {
 		return nil, fmt.Errorf("capture bytes %d out of range 1..%d", cfg.CaptureBytes, MaxCaptureBytes)
@@ -116,7 +124,15 @@ func load(cfg reqprofConfig, stacks bool) (*bpfObjects, error) {
 		return nil, fmt.Errorf("configuring the BPF programs: %w", err)
 	}
 	if !stacks {
-		specs.SampleStack.Instructions = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
+		specs.SampleStack.Instructions = emptyProgram
+	}
+	lite := cfg.Lite != 0
+	if lite {
+		for _, h := range hooksOf(spec) {
+			if h.notLite {
+				spec.Programs[h.program].Instructions = emptyProgram
+			}
+		}
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
@@ -124,8 +140,12 @@ func load(cfg reqprofConfig, stacks bool) (*bpfObjects, error) {
 	}
 	objs := &bpfObjects{}
 	for _, h := range hooksOf(spec) {
+		if lite && h.notLite {
+			continue
+		}
 		objs.hooks = append(objs.hooks, loadedHook{hook: h, prog: coll.Programs[h.program]})
 	}
+	objs.lite = lite
 	if err := coll.Assign(&objs.reqprofObjects); err != nil {
 		coll.Close()
 		return nil, fmt.Errorf("loading BPF programs: %w", err)

@@ -53,7 +53,7 @@ type reqprofConfig struct {
 	CaptureBytes   uint32
 	FollowChildren uint32
 	ChunkBytes     uint32
-	Pad            uint32
+	Lite           uint32
 }
 
 type reqprofConnPhase uint32

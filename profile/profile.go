@@ -382,7 +382,20 @@ type Run struct {
 	Duration time.Duration
 	Targets  []Target
 	Overhead Overhead
+	// Lite: taken in lite mode (--lite), with no program on every
+	// syscall: CPU per request, latency, waits and routes are as
+	// measured, the user/kernel split is estimated from the kernel's tick
+	// accounting, and there is no kernel breakdown, page fault count or
+	// connection setup.
+	Lite bool
 }
+
+// LiteSplitPrecisionPoints is how far a lite run's kernel share of CPU
+// (kernel / (user + kernel)) may be from a full run's, in percentage
+// points: the split is estimated from the kernel's per-task tick
+// accounting. Measured by the collector's TestLiteMode against a full
+// window on the same server.
+const LiteSplitPrecisionPoints = 10
 
 // Overhead is what reqprof itself cost over the window, so that every
 // result carries its price.

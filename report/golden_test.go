@@ -232,6 +232,33 @@ func sampledRun() profile.Run {
 	}
 }
 
+// selfCostRun is sampledRun with reqprof's own cost measured: 250 ns in
+// each of its 1,000 requests' context, 310 ms over all its threads in the
+// window. kept says the figures keep it (--gross); else they are net of it.
+func selfCostRun(kept bool) profile.Run {
+	run := sampledRun()
+	t := &run.Targets[0]
+	t.Finished.SelfNs = 250 * uint64(t.Finished.Requests)
+	for key, totals := range t.RouteTotals {
+		totals.SelfNs = 250 * uint64(totals.Requests)
+		t.RouteTotals[key] = totals
+	}
+	for i := range t.Requests {
+		t.Requests[i].SelfNs = 250
+	}
+	t.SelfCost = profile.SelfCost{Measured: true, Kept: kept, TotalNs: 310_000}
+	return run
+}
+
+// liteRun is sampledRun taken in lite mode: no kernel breakdown, the
+// user/kernel split an estimate.
+func liteRun() profile.Run {
+	run := sampledRun()
+	run.Lite = true
+	run.Targets[0].KernelBreakdown = nil
+	return run
+}
+
 func goldenCases() []goldenCase {
 	return []goldenCase{
 		{name: "one_target", run: oneTargetRun()},
@@ -242,6 +269,9 @@ func goldenCases() []goldenCase {
 		{name: "sampled", run: sampledRun()},
 		{name: "stacks", run: stacksRun()},
 		{name: "stacks_by_port", run: stacksRun(), summarize: SummarizeOptions{GroupBy: GroupByPort}},
+		{name: "self_cost", run: selfCostRun(false)},
+		{name: "self_cost_gross", run: selfCostRun(true)},
+		{name: "lite", run: liteRun()},
 		{name: "zero_requests", run: profile.Run{
 			Duration: 5 * time.Second,
 			Targets: []profile.Target{{

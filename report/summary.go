@@ -30,6 +30,9 @@ type Summary struct {
 	// SyscallEntryNs is the measured cost of a syscall's entry and exit,
 	// included in each syscall's kernel time; absent when unknown.
 	SyscallEntryNs uint64 `json:"syscall_entry_ns,omitempty"`
+	// Lite says the run was taken in lite mode (--lite), and how precise
+	// its user/kernel split is; absent for a full run.
+	Lite *LiteSummary `json:"lite,omitempty"`
 
 	// DurationS is the window's length; 0 in a summary combined from runs of
 	// different lengths, where each target's RequestsPerS is over its own.
@@ -219,6 +222,7 @@ func SummarizeWith(run profile.Run, opts SummarizeOptions) Summary {
 		Commit:         run.Meta.Commit,
 		ReqprofVersion: run.Meta.Commit,
 		SyscallEntryNs: run.Meta.SyscallEntryNs,
+		Lite:           liteSummary(run.Lite),
 		DurationS:      float64(run.Duration.Round(time.Millisecond)/time.Millisecond) / 1000,
 		Targets:        make([]TargetSummary, 0, len(targets)),
 	}
@@ -540,6 +544,21 @@ func summarizeSources(sources []profile.UnattributedSource, totalNs uint64) []Un
 		out = append(out, summary(g.name, g.ns, g.threads))
 	}
 	return out
+}
+
+// LiteSummary is what a run in lite mode leaves out or estimates: its
+// user/kernel split comes from the kernel's tick accounting, within
+// SplitPrecisionPoints percentage points of the kernel share a full run
+// measures, and it has no kernel breakdown (no syscall rows).
+type LiteSummary struct {
+	SplitPrecisionPoints float64 `json:"split_precision_points"`
+}
+
+func liteSummary(lite bool) *LiteSummary {
+	if !lite {
+		return nil
+	}
+	return &LiteSummary{SplitPrecisionPoints: profile.LiteSplitPrecisionPoints}
 }
 
 // SelfCostSummary is reqprof's own cost in a target's context: per

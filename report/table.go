@@ -59,6 +59,9 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	if t.Goroutines != "" {
 		fmt.Fprintf(b, "Go: goroutines %s\n", printable(t.Goroutines))
 	}
+	if s.Lite != nil {
+		fmt.Fprintf(b, "lite mode: user/kernel split estimated (±%g points of the kernel share), no syscall rows\n", s.Lite.SplitPrecisionPoints)
+	}
 
 	if t.Requests == 0 {
 		b.WriteString("no finished requests\n")

@@ -39,6 +39,9 @@ type Options struct {
 	FollowChildren bool
 	CaptureBytes   int
 	NoPayload      bool
+	// Lite profiles in lite mode (collector.Config.Lite): no program on
+	// every syscall of the machine, for a live production host.
+	Lite bool
 	// MaxRoutes bounds each target's routes with series of their own
 	// (live.DefaultMaxRoutes when 0); the rest are one, live.OtherRoute.
 	MaxRoutes int
@@ -305,6 +308,7 @@ func (s *Server) session(ctx context.Context, p []sessionTarget) error {
 		Targets:        targets,
 		CaptureBytes:   s.opts.CaptureBytes,
 		NoPayload:      s.opts.NoPayload,
+		Lite:           s.opts.Lite,
 		FollowChildren: s.opts.FollowChildren || slices.ContainsFunc(targets, func(t collector.Target) bool { return t.Cgroup != "" }),
 		OnRequest:      onRequest,
 		OnProgress:     s.progress,

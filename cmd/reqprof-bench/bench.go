@@ -131,6 +131,10 @@ func (b *bench) runAll() error {
 			return err
 		}
 	}
+	// Lite mode (--lite), for live hosts: no program on every syscall.
+	if err := b.addOverhead(nginx, []string{"--lite"}, ""); err != nil {
+		return err
+	}
 	// The floor: reqprof attached to an idle process while nginx serves.
 	// Its programs still run on every syscall, softirq and socket event of
 	// the machine, if only to tell they are no target's: what that costs
@@ -156,6 +160,9 @@ func (b *bench) runAll() error {
 	}
 
 	if err := b.addGoHTTP(); err != nil {
+		return err
+	}
+	if err := b.addGoHTTPLite(); err != nil {
 		return err
 	}
 
@@ -197,6 +204,38 @@ func (b *bench) addGoHTTP() error {
 	}
 	defer srv.stop()
 	return b.addOverhead(srv, nil, "")
+}
+
+// addGoHTTPLite measures lite mode's overhead on the Go net/http server.
+func (b *bench) addGoHTTPLite() error {
+	srv, err := startGoHTTP()
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	return b.addOverhead(srv, []string{"--lite"}, "")
+}
+
+// runLite runs only the rows of the lite goals: nginx and the Go net/http
+// server, each attached in full and in lite mode.
+func (b *bench) runLite() error {
+	nginx, err := startNginx(b.tools.nginx, b.dir, b.connections, b.fileLimit)
+	if err != nil {
+		return err
+	}
+	for _, flags := range [][]string{nil, {"--lite"}} {
+		if err = b.addOverhead(nginx, flags, ""); err != nil {
+			break
+		}
+	}
+	nginx.stop()
+	if err != nil {
+		return err
+	}
+	if err := b.addGoHTTP(); err != nil {
+		return err
+	}
+	return b.addGoHTTPLite()
 }
 
 // runNet runs only the overhead rows the net-CPU goals are about: nginx,

@@ -33,6 +33,8 @@ type settings struct {
 	// netOnly runs only the rows of the net-CPU goals and prints those
 	// goals, writing no Markdown.
 	netOnly bool
+	// liteOnly runs only the lite-mode rows and prints their goals.
+	liteOnly bool
 }
 
 // quickValues are the --quick defaults: every phase still runs, shorter.
@@ -79,6 +81,7 @@ func parseSettings(args []string) (settings, error) {
 	fs.DurationVar(&s.hold, "hold", 15*time.Second, "how long the many connections stay open, sending requests")
 	fs.DurationVar(&s.churn, "churn", 60*time.Second, "length of the connection-per-request phase")
 	fs.BoolVar(&s.netOnly, "net-only", false, "run only nginx, the calibrated server at 0 µs and the Go net/http server, and print their net-CPU goals")
+	fs.BoolVar(&s.liteOnly, "lite-only", false, "run only nginx and the Go net/http server, detached, attached and attached --lite, and print the lite goals")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -133,6 +136,16 @@ func run(s settings) error {
 		}
 	}
 	b := &bench{settings: s, tools: tools, dir: dir, fileLimit: fileLimit, host: describeHost(tools)}
+	if s.liteOnly {
+		if err := b.runLite(); err != nil {
+			return err
+		}
+		var w strings.Builder
+		w.WriteString(table([]string{"Goal", "Target", "Measured", "Met"}, b.liteGoals()))
+		b.writeOverhead(&w)
+		fmt.Print(w.String())
+		return nil
+	}
 	if s.netOnly {
 		if err := b.runNet(); err != nil {
 			return err

@@ -65,8 +65,37 @@ func (b *bench) writeGoals(w *strings.Builder) {
 			met(float64(last.rss) < (1+goalChurnRSSGrowth)*float64(half.rss))},
 	}
 	rows = append(rows, b.netGoals()...)
+	rows = append(rows, b.liteGoals()...)
 	fmt.Fprintf(w, "\n## Goals\n\n")
 	w.WriteString(table([]string{"Goal", "Target", "Measured", "Met"}, rows))
+}
+
+// Lite mode's goals (--lite): what a live production host may pay.
+const (
+	liteGoalThroughputLoss = 0.05 // fraction of throughput, nginx and Go net/http
+	liteGoalAddedCPUUs     = 0.3  // µs of server CPU added per request, nginx
+)
+
+// liteGoals are the goal rows of lite mode, from its rows of nginx and the
+// Go net/http server.
+func (b *bench) liteGoals() [][]string {
+	var rows [][]string
+	for _, name := range []string{"nginx", goHTTPName} {
+		i := slices.IndexFunc(b.overheads, func(o overhead) bool { return o.server == name+", --lite" })
+		if i < 0 {
+			continue
+		}
+		o := b.overheads[i]
+		loss, added := o.throughputLoss(), o.addedCPUUs()
+		rows = append(rows, []string{"Throughput loss, --lite, " + name, fmt.Sprintf("≤ %.0f%%", 100*liteGoalThroughputLoss), percent(loss), met(loss <= liteGoalThroughputLoss)})
+		if name == "nginx" {
+			rows = append(rows, []string{"Server CPU added per request, --lite, nginx", fmt.Sprintf("≤ %.1f µs", liteGoalAddedCPUUs),
+				fmt.Sprintf("%.2f µs", added), met(added <= liteGoalAddedCPUUs)})
+		} else {
+			rows = append(rows, []string{"Server CPU added per request, --lite, " + name, "(stated)", fmt.Sprintf("%.2f µs", added), "—"})
+		}
+	}
+	return rows
 }
 
 // netGoalServers are the servers whose net all-in CPU per request has a

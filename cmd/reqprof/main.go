@@ -156,6 +156,7 @@ type outputFlags struct {
 	captureBytes int
 	noPayload    bool
 	gross        bool
+	lite         bool
 	runtime      string
 	stacks       bool
 	stackHz      int
@@ -176,6 +177,7 @@ func (o *outputFlags) register(c *command, duration string) {
 		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
 	c.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
 	c.BoolVar(&o.gross, "gross", false, "keep reqprof's own cost in the figures as observed; by default what its programs cost in each request's context is taken out (and stated)")
+	c.BoolVar(&o.lite, "lite", false, liteUsage)
 	c.StringVar(&o.runtime, "runtime", "", "how a target resumes a request whose backend answered: "+collector.RuntimeNames+" (default: detected per target)")
 	c.BoolVar(&o.stacks, "stacks", false, "also sample the targets' on-CPU stacks, user and kernel, each sample with its request's route: where inside a request its CPU goes")
 	c.IntVar(&o.stackHz, "stack-hz", collector.DefaultStackHz, fmt.Sprintf("`HZ` stack samples a second on each CPU, 1 to %d (with --stacks)", collector.MaxStackHz))
@@ -233,11 +235,17 @@ func (o *outputFlags) config(targets []collector.Target) collector.Config {
 		CaptureBytes: o.captureBytes,
 		NoPayload:    o.noPayload,
 		Gross:        o.gross,
+		Lite:         o.lite,
 		Runtime:      o.runtime,
 		Stacks:       o.stacks,
 		StackHz:      o.stackHz,
 	}
 }
+
+// liteUsage is --lite's help, the same for attach and serve.
+const liteUsage = "lite mode, for live production hosts: no program on every syscall of the machine; " +
+	"CPU per request, latency, waits and routes stay, the user/kernel split is estimated, " +
+	"no syscall rows, no connection setup, no stdio requests"
 
 // attachSynopsis is the first line of attach --help.
 const attachSynopsis = "reqprof attach --pid PID[=LABEL] [--pid ...] [flags]"

@@ -83,6 +83,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) error {
 	captureBytes := c.Int("capture-bytes", collector.MaxCaptureBytes,
 		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
 	noPayload := c.Bool("no-payload", false, "capture no request bytes: requests are named by port only")
+	lite := c.Bool("lite", false, liteUsage)
 	if err := c.parse(args, stdout); err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) error {
 
 	ver, rev := thisBuild()
 	srv := serve.New(serve.Options{
-		Specs: specs, FollowChildren: *followChildren, CaptureBytes: *captureBytes, NoPayload: *noPayload,
+		Specs: specs, FollowChildren: *followChildren, CaptureBytes: *captureBytes, NoPayload: *noPayload, Lite: *lite,
 		MaxRoutes: *maxRoutes, RequestLog: requestLog, Log: stderr, Version: ver, Commit: rev,
 	})
 	httpServer := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
