@@ -35,9 +35,6 @@
 #define NR_EPOLL_PWAIT 281
 #define NR_EPOLL_PWAIT2 441
 
-/* thread_loop.now_at while the loop waits in its poll. */
-#define LOOP_POLLING (LOOP_QUEUE + 1)
-
 /* How the thread's target resumes a request whose backend answered: read
  * once per thread. */
 static __always_inline __u32 model_of(struct thread_state *st)
@@ -89,58 +86,165 @@ static __always_inline void resume(struct thread_state *st, __u64 owner, struct 
 	st->handoff.depth = 0;
 }
 
-/* An asyncio loop read data for owner: its task runs in the next
- * iteration, after those read before it. The reads come after the
- * iteration's pieces: what is left of them was not run as counted. */
-static __always_inline void loop_read(struct thread_state *st, __u64 owner)
+/* An asyncio loop: what a task runs between two syscalls the kernel
+ * cannot tell apart, and the ready queue runs many tasks between polls.
+ * What it can see: a read wakes the task of the read's request (the
+ * server's connection, or the answer on an outbound connection resumes
+ * its caller's), which runs in a later iteration, woken tasks in order; a
+ * task's piece of CPU ends with a write (the response, or a call). So:
+ *   - the CPU from a read on is its request's, up to the next read, write
+ *     or poll;
+ *   - a write claims the CPU since the last of those: a response's, its
+ *     request; a call's, the woken task due first (an answer's task runs
+ *     in the next iteration; a request's after its request_depth
+ *     iterations, learnt: aiohttp's connection task starts a task per
+ *     request, 2; uvicorn's protocol starts it from the read, 1).
+ * What a task does without a write (a step that only awaits) is left
+ * with whatever claims it next. */
+
+/* The loop thread's task woken for owner, read in this iteration, by its
+ * request's read or (answer) its call's answer: one per request, the
+ * latest; when full, the oldest is forgotten. */
+/* Global functions, verified once: their loops, inlined in the socket
+ * programs, took them past the verifier's million instructions. */
+__attribute__((noinline)) int loop_woke(struct thread_loop *l, __u64 owner, int answer)
 {
-	struct thread_loop *l = &st->loop;
-	l->now_len = 0;
-	l->now_at = 0;
-	__u32 n = l->next_len;
-	if (n >= LOOP_QUEUE)
-		return;
-	l->next[n] = owner;
-	l->next_len = n + 1;
+	if (!l)
+		return 0;
+	int slot = -1, free = -1, oldest = 0;
+	__u16 oldest_age = 0;
+	for (int i = 0; i < LOOP_QUEUE; i++) {
+		struct loop_wake *w = &l->woken[i];
+		if (w->owner == owner) {
+			slot = i;
+			break;
+		}
+		if (!w->owner) {
+			if (free < 0)
+				free = i;
+			continue;
+		}
+		__u16 age = l->seq - w->seq;
+		if (age > oldest_age) {
+			oldest_age = age;
+			oldest = i;
+		}
+	}
+	if (slot < 0)
+		slot = free >= 0 ? free : oldest;
+	if (slot < 0 || slot >= LOOP_QUEUE)
+		return 0;
+	struct loop_wake *w = &l->woken[slot];
+	w->owner = owner;
+	w->at = l->iteration;
+	w->answer = answer;
+	w->seq = ++l->seq;
+	return 0;
 }
 
-/* An asyncio loop enters its poll: the next iteration's pieces are the
- * requests this one read, in order. */
+/* owner's task ran (it wrote its response): it is woken no more. */
+__attribute__((noinline)) int loop_ran(struct thread_loop *l, __u64 owner)
+{
+	if (!l)
+		return 0;
+	for (int i = 0; i < LOOP_QUEUE; i++) {
+		if (l->woken[i].owner == owner)
+			l->woken[i].owner = 0;
+	}
+	return 0;
+}
+
+/* loop_caller's scan, one woken task a step (bpf_loop: verified once):
+ * the oldest of the requests read before this iteration, of the answers
+ * read in the last, and of all. */
+struct caller_scan {
+	struct thread_loop *l;
+	__u32 now;
+	int request, answer, any;
+	__u16 request_age, answer_age, any_age, pad;
+};
+
+static long caller_step(__u64 i, void *ctx)
+{
+	struct caller_scan *c = ctx;
+	struct thread_loop *l = c->l;
+	if (!l || i >= LOOP_QUEUE)
+		return 1;
+	struct loop_wake *w = &l->woken[i];
+	if (!w->owner)
+		return 0;
+	__u16 age = l->seq - w->seq;
+	if (c->any < 0 || age > c->any_age) {
+		c->any = i;
+		c->any_age = age;
+	}
+	if (w->answer) {
+		if (w->at + 1 == c->now && (c->answer < 0 || age > c->answer_age)) {
+			c->answer = i;
+			c->answer_age = age;
+		}
+	} else if (w->at < c->now && (c->request < 0 || age > c->request_age)) {
+		c->request = i;
+		c->request_age = age;
+	}
+	return 0;
+}
+
+/* The request whose task writes a call now, taken from the woken; 0 when
+ * none is. Requests' first tasks run in the order they were read, so the
+ * oldest request woken is the one due first; a task woken by an answer
+ * read in the last iteration runs in this one: when both may write the
+ * call, the request's goes first if it is due by the depth learnt, which
+ * is learnt from calls written with no answer read in the last iteration. */
+static __always_inline __u64 loop_caller(struct thread_loop *l)
+{
+	struct caller_scan c = {.l = l, .now = l->iteration, .request = -1, .answer = -1, .any = -1};
+	bpf_loop(LOOP_QUEUE, caller_step, &c, 0);
+	int pick = c.any;
+	if (c.request >= 0 && c.request < LOOP_QUEUE) {
+		__u32 depth = c.now - l->woken[c.request].at;
+		if (c.answer < 0) {
+			if (depth <= 4)
+				l->request_depth = depth;
+			pick = c.request;
+		} else {
+			pick = l->request_depth && depth < l->request_depth ? c.answer : c.request;
+		}
+	} else if (c.answer >= 0) {
+		pick = c.answer;
+	}
+	if (pick < 0 || pick >= LOOP_QUEUE)
+		return 0;
+	__u64 owner = l->woken[pick].owner;
+	l->woken[pick].owner = 0;
+	return owner;
+}
+
+/* An asyncio loop enters its poll: a new iteration, and what ran since the
+ * last read or write goes where the thread was. */
 static __always_inline void loop_poll(struct thread_state *st, long nr)
 {
 	if (nr != NR_EPOLL_WAIT && nr != NR_EPOLL_PWAIT && nr != NR_EPOLL_PWAIT2)
 		return;
 	if (model_of(st) != RUNTIME_ASYNCIO)
 		return;
-	struct thread_loop *l = &st->loop;
-	__u32 n = l->next_len;
-	for (int i = 0; i < LOOP_QUEUE; i++) {
-		if (i >= n)
-			break;
-		l->now[i] = l->next[i];
-	}
-	l->now_len = n;
-	l->next_len = 0;
-	/* The pieces start at the poll's exit. */
-	l->now_at = LOOP_POLLING;
+	st->loop.iteration++;
+	flush(st);
 }
 
-/* At a syscall's exit on an asyncio loop with pieces to run: the poll's
- * exit starts the first, any other syscall ends one and starts the next. */
-static __always_inline void loop_next_piece(struct thread_state *st)
+/* The loop thread writes for owner (r its state), which claims the CPU
+ * since the last read, write or poll, and is served from here on. */
+static __always_inline void loop_claim(struct thread_state *st, __u64 owner, struct conn_state *r)
 {
-	struct thread_loop *l = &st->loop;
-	__u32 at = l->now_at == LOOP_POLLING ? 0 : l->now_at;
-	if (at >= l->now_len || at >= LOOP_QUEUE) {
-		l->now_len = 0;
-		l->now_at = 0;
+	if (st->serving.conn == owner && !st->serving.in_tail)
 		return;
+	if (!st->serving.setup_sk) {
+		__u32 in_tail = st->serving.in_tail;
+		st->serving.in_tail = 0;
+		flush_to(st, r);
+		st->serving.in_tail = in_tail;
 	}
-	l->now_at = at + 1;
-	__u64 owner = l->now[at];
-	struct conn_state *r = served_conn(owner);
-	if (r)
-		resume(st, owner, r, r->phase == PHASE_RESPONDING);
+	resume(st, owner, r, 0);
 }
 
 /* bytes written on outbound connection o by the thread: the first write
@@ -159,9 +263,19 @@ static __always_inline void backend_written(struct thread_state *st, struct conn
 	l->unsent_out = 0;
 	l->owner = 0;
 	__u64 owner = st->serving.conn;
+	bool on_loop = model_of(st) == RUNTIME_ASYNCIO;
+	if (on_loop) {
+		__u64 caller = loop_caller(&st->loop);
+		if (caller)
+			owner = caller;
+	}
 	struct conn_state *r = owner ? served_conn(owner) : 0;
 	if (!r)
 		return;
+	if (on_loop) {
+		loop_claim(st, owner, r);
+		st->loop.flush_at_exit = 1;
+	}
 	l->owner = owner;
 	l->owner_start_ns = r->rec.start_ns;
 	l->owner_in_tail = st->serving.in_tail;
@@ -198,7 +312,7 @@ static __always_inline void backend_read(struct thread_state *st, struct conn_st
 	if (model == RUNTIME_GO)
 		return;
 	if (model == RUNTIME_ASYNCIO)
-		loop_read(st, l->owner);
+		loop_woke(&st->loop, l->owner, 1);
 	resume(st, l->owner, r, l->owner_in_tail);
 }
 

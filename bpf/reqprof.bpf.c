@@ -198,7 +198,7 @@ static __always_inline void received(struct sock_op *op, int ret)
 			c->rec.flags |= REQ_INTERLEAVED;
 	}
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
-		loop_read(op->st, op->cookie);
+		loop_woke(&op->st->loop, op->cookie, 0);
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	struct thread_serving *sv = &op->st->serving;
@@ -221,6 +221,10 @@ static __always_inline void received(struct sock_op *op, int ret)
 static __always_inline void sent(struct sock_op *op, int ret)
 {
 	struct conn_state *c = op->c;
+	if (model_of(op->st) == RUNTIME_ASYNCIO) {
+		loop_claim(op->st, op->cookie, c);
+		loop_ran(&op->st->loop, op->cookie);
+	}
 	turn_to_request(op, true);
 	__u64 now = bpf_ktime_get_ns();
 	c->phase = PHASE_RESPONDING;
@@ -426,8 +430,10 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (w.c)
 		send_response(w.c, w.cookie, w.buf, w.buf_len, w.off, w.len);
-	if (st->loop.now_len)
-		loop_next_piece(st);
+	if (st->loop.flush_at_exit) {
+		st->loop.flush_at_exit = 0;
+		flush(st);
+	}
 	self_timed(SELF_SYS_EXIT, t0);
 	return 0;
 }

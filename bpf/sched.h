@@ -47,8 +47,11 @@ static __always_inline bool switch_out(struct task_struct *prev, bool preempt, u
 		bpf_task_storage_delete(&threads, prev);
 	} else {
 		/* Off its CPU, its charges go where they belong: another
-		 * thread may end the request meanwhile. */
-		flush(st);
+		 * thread may end the request meanwhile. Not on an asyncio
+		 * loop, whose next write claims them (backends.h): its thread
+		 * preempted midway through a task's piece. */
+		if (st->loop.model != RUNTIME_ASYNCIO + 1)
+			flush(st);
 	}
 	return true;
 }

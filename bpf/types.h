@@ -51,9 +51,9 @@ enum limits {
 	/* Most backends (peers of outbound connections) counted apart for one
 	 * request; calls to more are counted with the last. */
 	MAX_BACKENDS = 4,
-	/* Most requests an asyncio loop's iteration resumes, in order, in the
-	 * next one (backends.h). */
-	LOOP_QUEUE = 16,
+	/* Most tasks an asyncio loop thread holds woken and not yet run
+	 * (backends.h). */
+	LOOP_QUEUE = 32,
 };
 
 #define AF_UNIX 1
@@ -125,7 +125,7 @@ enum runtime_model {
 	 * requests it interleaves are flagged (REQ_INTERLEAVED). */
 	RUNTIME_THREADS = 0,
 	RUNTIME_IMMEDIATE = 1, /* an event loop that goes on with the caller at once after the read (libuv, nginx) */
-	RUNTIME_ASYNCIO = 2, /* the reads of one loop iteration resume their tasks in the next, in order */
+	RUNTIME_ASYNCIO = 2, /* a write claims the CPU since the loop's last read or poll; a call's writer is the task woken for it (backends.h) */
 	RUNTIME_GO = 3,      /* goroutines are followed (goroutines.h): an answer moves no thread */
 };
 
@@ -411,16 +411,24 @@ struct self_runs {
 	__u64 faults;
 };
 
-/* An asyncio loop thread (backends.h): the requests its current
- * iteration's reads resume, and those the previous iteration's reads
- * resume now, one piece of CPU each, in order. */
+/* A task an asyncio loop woke for a request (backends.h): by a read of
+ * the request, or of the answer to its call. */
+struct loop_wake {
+	__u64 owner;  /* the request's connection cookie; 0: a free slot */
+	__u32 at;     /* the loop iteration that read it */
+	__u16 answer; /* woken by a backend's answer, not by the request's read */
+	__u16 seq;    /* order of waking */
+};
+
+/* An asyncio loop thread (backends.h): its iteration (polls counted), the
+ * tasks woken and not yet run. */
 struct thread_loop {
-	__u64 next[LOOP_QUEUE]; /* requests (connection cookies) read in this iteration */
-	__u64 now[LOOP_QUEUE];  /* requests resumed in this iteration, in order */
-	__u32 next_len;
-	__u32 now_len;
-	__u32 now_at;   /* the piece running: now[now_at - 1]; 0 before the first, LOOP_POLLING in the poll */
-	__u32 model;    /* enum runtime_model + 1; 0: not looked up yet */
+	struct loop_wake woken[LOOP_QUEUE];
+	__u32 iteration;
+	__u16 seq;
+	__u16 request_depth; /* iterations from a request's read to its task's first run; 0: not learnt yet */
+	__u32 flush_at_exit; /* a call was written: its syscall is its caller's */
+	__u32 model;         /* enum runtime_model + 1; 0: not looked up yet */
 };
 
 /* Per target thread. Only ever written from the CPU the thread runs on, or

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/profile"
@@ -269,5 +270,71 @@ http {
 	truth := backend.stop(t)
 	if int(truth.Requests) != 8*conns+requests {
 		t.Errorf("upstream served %d requests, want %d", truth.Requests, 8*conns+requests)
+	}
+}
+
+// debianPython is the interpreter python3-aiohttp installs for (a python3
+// earlier on PATH, such as pyenv's, may not have it).
+const debianPython = "/usr/bin/python3"
+
+// TestAsyncioBackendCalls: an aiohttp server whose routes burn 1 and 4
+// units around an awaited call to the backend (aiohttp's client); at 8
+// and 32 connections its loop runs other requests' tasks while each
+// waits. The model (backends.h): a write claims the CPU since the loop's
+// last read, write or poll; a call's writer is the task woken first.
+func TestAsyncioBackendCalls(t *testing.T) {
+	for _, conns := range []int{8, 32} {
+		t.Run(fmt.Sprintf("%dconns", conns), func(t *testing.T) {
+			backend := startBackend(t)
+			srv := startLoopServer(t, debianPython, "aiohttp_server.py", backend.addr, 100)
+			checkBackendRoutes(t, srv, backend.addr, conns, 3000, "asyncio", map[string]int{"/heavy": 1, "/light": 1})
+			backend.stop(t)
+		})
+	}
+}
+
+// TestAsyncioTwoBackendCalls: aiohttp routes that call the backend twice,
+// with 1 and 4 units burnt between the calls: the second call is written
+// by the task its first answer woke.
+func TestAsyncioTwoBackendCalls(t *testing.T) {
+	backend := startBackend(t)
+	srv := startLoopServer(t, debianPython, "aiohttp_server.py", backend.addr, 100)
+	checkBackendRoutes(t, srv, backend.addr, 8, 3000, "asyncio", map[string]int{"/two": 2, "/twoheavy": 2})
+	backend.stop(t)
+}
+
+// TestAsyncioForcedThreadsIsInterleaved: the same aiohttp server profiled
+// as if each request had a thread (--runtime threads): its loop begins
+// requests while others wait on the backend, which reqprof cannot then
+// tell apart, and says so: a share of each route's CPU is interleaved.
+// Under the model detected, none is.
+func TestAsyncioForcedThreadsIsInterleaved(t *testing.T) {
+	for _, runtime := range []string{"threads", ""} {
+		t.Run("runtime="+runtime, func(t *testing.T) {
+			backend := startBackend(t)
+			srv := startLoopServer(t, debianPython, "aiohttp_server.py", backend.addr, 100)
+			paths := []string{"/light", "/heavy"}
+			if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: 8, Requests: 64, Paths: []string{"/warm"}}); err != nil {
+				t.Fatalf("warm-up load: %v", err)
+			}
+			w := measureConfig(t, []int{srv.PID()}, func(cfg *collector.Config) { cfg.Runtime = runtime }, func() {
+				if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: 8, Requests: 1000, Paths: paths}); err != nil {
+					t.Fatalf("load: %v", err)
+				}
+			})
+			target := targetOf(t, w.run, srv.PID())
+			for _, path := range paths {
+				got := routeTotals(target)["GET "+path]
+				share := float64(got.InterleavedNs) / float64(got.CPUNs)
+				t.Logf("runtime %s (%s), GET %s: %d requests, interleaved %.1f%% of its CPU", target.Runtime, target.RuntimeFrom, path, got.Requests, 100*share)
+				if runtime == "threads" && share == 0 {
+					t.Errorf("GET %s: no interleaved share profiled as threads", path)
+				}
+				if runtime == "" && share != 0 {
+					t.Errorf("GET %s: %.1f%% interleaved under the asyncio model", path, 100*share)
+				}
+			}
+			backend.stop(t)
+		})
 	}
 }

@@ -176,7 +176,7 @@ const (
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
 	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
-	reqprofLimitsLOOP_QUEUE           reqprofLimits = 16
+	reqprofLimitsLOOP_QUEUE           reqprofLimits = 32
 )
 
 type reqprofRecordFlags uint32
@@ -380,13 +380,19 @@ type reqprofThreadState struct {
 		Pad        uint32
 	}
 	Loop struct {
-		_       structs.HostLayout
-		Next    [16]uint64
-		Now     [16]uint64
-		NextLen uint32
-		NowLen  uint32
-		NowAt   uint32
-		Model   uint32
+		_     structs.HostLayout
+		Woken [32]struct {
+			_      structs.HostLayout
+			Owner  uint64
+			At     uint32
+			Answer uint16
+			Seq    uint16
+		}
+		Iteration    uint32
+		Seq          uint16
+		RequestDepth uint16
+		FlushAtExit  uint32
+		Model        uint32
 	}
 }
 

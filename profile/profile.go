@@ -164,7 +164,7 @@ type Target struct {
 
 	// Runtime is how its threads were taken to resume a request whose
 	// backend answered: "node" (at once, also nginx and C loops),
-	// "asyncio" (in the loop's next iteration, in order), "threads" (the
+	// "asyncio" (a write claims the loop's CPU since its last read, write or poll), "threads" (the
 	// caller's own thread; an event loop not recognised is taken to go on
 	// at once, and the requests it interleaves say so), "go" (goroutines
 	// followed). RuntimeFrom says how it was chosen.

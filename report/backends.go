@@ -23,7 +23,7 @@ type BackendSummary struct {
 // request whose backend answered.
 var runtimeMeanings = map[string]string{
 	"node":    "a backend's answer resumes its request at once",
-	"asyncio": "a backend's answer resumes its request in the loop's next iteration, in order",
+	"asyncio": "a write claims the loop's CPU since its last read, write or poll; a call is the woken task's due first",
 	"threads": "a request's thread reads its backend's answers",
 	"go":      "goroutines followed",
 }
