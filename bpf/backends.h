@@ -105,33 +105,50 @@ static __always_inline void resume(struct thread_state *st, __u64 owner, struct 
 /* The loop thread's task woken for owner, read in this iteration, by its
  * request's read or (answer) its call's answer: one per request, the
  * latest; when full, the oldest is forgotten. */
-/* Global functions, verified once: their loops, inlined in the socket
- * programs, took them past the verifier's million instructions. */
+/* loop_woke's scan, one slot a step (bpf_loop: the callback is verified
+ * once; as a loop, the states of its three running picks took the socket
+ * programs past the verifier's million instructions). */
+struct woke_scan {
+	struct thread_loop *l;
+	__u64 owner;
+	int slot, free, oldest;
+	__u16 oldest_age, pad;
+};
+
+static long woke_step(__u64 i, void *ctx)
+{
+	struct woke_scan *c = ctx;
+	struct thread_loop *l = c->l;
+	if (!l || i >= LOOP_QUEUE)
+		return 1;
+	struct loop_wake *w = &l->woken[i];
+	if (w->owner == c->owner) {
+		c->slot = i;
+		return 1;
+	}
+	if (!w->owner) {
+		if (c->free < 0)
+			c->free = i;
+		return 0;
+	}
+	__u16 age = l->seq - w->seq;
+	if (age > c->oldest_age) {
+		c->oldest_age = age;
+		c->oldest = i;
+	}
+	return 0;
+}
+
+/* Global functions, verified once. */
 __attribute__((noinline)) int loop_woke(struct thread_loop *l, __u64 owner, int answer)
 {
 	if (!l)
 		return 0;
-	int slot = -1, free = -1, oldest = 0;
-	__u16 oldest_age = 0;
-	for (int i = 0; i < LOOP_QUEUE; i++) {
-		struct loop_wake *w = &l->woken[i];
-		if (w->owner == owner) {
-			slot = i;
-			break;
-		}
-		if (!w->owner) {
-			if (free < 0)
-				free = i;
-			continue;
-		}
-		__u16 age = l->seq - w->seq;
-		if (age > oldest_age) {
-			oldest_age = age;
-			oldest = i;
-		}
-	}
+	struct woke_scan c = {.l = l, .owner = owner, .slot = -1, .free = -1, .oldest = 0};
+	bpf_loop(LOOP_QUEUE, woke_step, &c, 0);
+	int slot = c.slot;
 	if (slot < 0)
-		slot = free >= 0 ? free : oldest;
+		slot = c.free >= 0 ? c.free : c.oldest;
 	if (slot < 0 || slot >= LOOP_QUEUE)
 		return 0;
 	struct loop_wake *w = &l->woken[slot];

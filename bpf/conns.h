@@ -72,6 +72,9 @@ static __always_inline void count_dropped(struct target_stats *s, struct request
 
 /* Sends what the request of c did with each backend it called, just
  * before its own record, which says so (REQ_BACKENDS). */
+/* emit, begin_request and end_conn are global functions: the verifier
+ * checks each once rather than at every place a program reaches them, which
+ * kept on_sys_exit and on_sock_recv_length under its million instructions. */
 static __always_inline void emit_backends(struct conn_state *c, __u64 cookie)
 {
 	struct backend_record b = {.kind = RECORD_BACKEND, .target = c->rec.target, .conn = cookie,
@@ -85,8 +88,10 @@ static __always_inline void emit_backends(struct conn_state *c, __u64 cookie)
 	c->rec.flags |= REQ_BACKENDS;
 }
 
-static __always_inline void emit(struct conn_state *c, __u64 cookie)
+__attribute__((noinline)) int emit(struct conn_state *c, __u64 cookie)
 {
+	if (!c)
+		return 0;
 	struct request_record *r = &c->rec;
 	struct target_stats *s = stats_of(r->target);
 
@@ -95,7 +100,7 @@ static __always_inline void emit(struct conn_state *c, __u64 cookie)
 		 * counted, not reported as a request. */
 		COUNT(s, start_unseen, 1);
 		count_dropped(s, r);
-		return;
+		return 0;
 	}
 	r->kind = RECORD_REQUEST;
 	r->conn = cookie;
@@ -114,12 +119,15 @@ static __always_inline void emit(struct conn_state *c, __u64 cookie)
 		COUNT(s, lost_records, 1);
 		count_dropped(s, r);
 	}
+	return 0;
 }
 
 /* Data after a response (or after accept): a new request starts, and the
  * one whose response was written is emitted. */
-static __always_inline void begin_request(struct conn_state *c, __u64 cookie, __u32 tid)
+__attribute__((noinline)) int begin_request(struct conn_state *c, __u64 cookie, __u32 tid)
 {
+	if (!c)
+		return 0;
 	if (c->phase == PHASE_RESPONDING)
 		emit(c, cookie);
 	struct request_record *r = &c->rec;
@@ -140,6 +148,7 @@ static __always_inline void begin_request(struct conn_state *c, __u64 cookie, __
 	if (c->phase == PHASE_IDLE)
 		take_setup(c);
 	c->phase = PHASE_READING;
+	return 0;
 }
 
 /* Tells the collector that a connection it was sent chunks of closed, so
@@ -160,8 +169,10 @@ static __always_inline void send_closed(struct conn_state *c, __u64 cookie)
 
 /* A served connection closes: its tail is settled, and its last request
  * is emitted if it was answered, else dropped. */
-static __always_inline void end_conn(struct conn_state *c, __u64 cookie)
+__attribute__((noinline)) int end_conn(struct conn_state *c, __u64 cookie)
 {
+	if (!c)
+		return 0;
 	if (c->closing)
 		settle_close(c);
 	else
@@ -178,6 +189,7 @@ static __always_inline void end_conn(struct conn_state *c, __u64 cookie)
 	}
 	if (c->streamed)
 		send_closed(c, cookie);
+	return 0;
 }
 
 /* A served connection's last request is done with: it ends, and its

@@ -182,11 +182,17 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 	count_sock_op(st);
 }
 
-/* ret bytes of a request read by op's thread: a request starts, or goes
- * on, and its bytes are captured. */
-static __always_inline void received(struct sock_op *op, int ret)
+/* ret bytes of a request read on c by thread st: a request starts, or
+ * goes on, and its bytes are captured. A global function, verified once:
+ * reached from both a socket tracepoint and the syscall exit (stdio), with
+ * its capture and chunks it took both programs near the verifier's million
+ * instructions. */
+__attribute__((noinline)) int received(struct thread_state *st, struct conn_state *c, __u64 cookie, __u32 tid, int ret)
 {
-	struct conn_state *c = op->c;
+	if (!st || !c)
+		return 0;
+	struct sock_op the_op = {.st = st, .c = c, .cookie = cookie, .tid = tid};
+	struct sock_op *op = &the_op;
 	/* Reading more of the request it reads costs nothing here; anything
 	 * else ends what it served before. */
 	bool reading = c->phase == PHASE_READING;
@@ -214,6 +220,7 @@ static __always_inline void received(struct sock_op *op, int ret)
 	if (cfg.chunk_bytes)
 		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
 	note_goroutine(op->st, op->cookie);
+	return 0;
 }
 
 
@@ -286,7 +293,7 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 	if (reading) {
 		if (cfg.capture_bytes)
 			read_buffer(&st->serving, regs, nr);
-		received(&op, ret);
+		received(op.st, op.c, op.cookie, op.tid, ret);
 		return;
 	}
 	sent(&op, ret);
@@ -451,7 +458,7 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 	}
 	struct sock_op op = {};
 	if (sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
-		received(&op, ret);
+		received(op.st, op.c, op.cookie, op.tid, ret);
 	else if (op.c && op.c->role == ROLE_OUTBOUND)
 		backend_read(op.st, op.c, ret);
 	if (op.st)
