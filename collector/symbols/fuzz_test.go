@@ -154,3 +154,25 @@ func FuzzGNUBuildID(f *testing.F) {
 		}
 	})
 }
+
+// A pclntab header is checked for the functions it claims whichever byte
+// order its magic is read in: debug/gosym would allocate for each.
+func TestPclntabSizedEitherOrder(t *testing.T) {
+	if !pclntabSized(tinyPclntab(0)) {
+		t.Error("a pclntab of one function is refused")
+	}
+	// The magic of Go 1.20 big-endian, claiming 0x30000000 functions
+	// (found by FuzzGoFrames: debug/gosym ran out of memory on it).
+	bigEndian := []byte("\xff\xff\xff\xf1\x00\x00\x01\x08\x00\x00\x00\x000\x00\x00\x00\x00\x00\x00\x00")
+	go12 := binary.LittleEndian.AppendUint32(nil, 0xfffffffb)
+	go12 = append(go12, 0, 0, 1, 8)
+	go12 = binary.LittleEndian.AppendUint64(go12, 1<<40)
+	for name, data := range map[string][]byte{"big-endian": bigEndian, "Go 1.2": go12} {
+		if pclntabSized(data) {
+			t.Errorf("the %s header claiming more functions than it holds passes", name)
+		}
+		if plausiblePclntab(data) {
+			t.Errorf("the %s header is taken for a pclntab", name)
+		}
+	}
+}
