@@ -164,7 +164,15 @@ func readFdinfoIDs(path string, keys map[string]map[uint32]bool) error {
 		return err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	if err := parseFdinfoIDs(f, keys); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// parseFdinfoIDs is readFdinfoIDs on the file's text.
+func parseFdinfoIDs(r io.Reader, keys map[string]map[uint32]bool) error {
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		key, value, ok := strings.Cut(sc.Text(), ":")
 		ids, wanted := keys[key]
@@ -173,7 +181,7 @@ func readFdinfoIDs(path string, keys map[string]map[uint32]bool) error {
 		}
 		id, err := strconv.ParseUint(strings.TrimSpace(value), 10, 32)
 		if err != nil {
-			return fmt.Errorf("%s: malformed %s", path, key)
+			return fmt.Errorf("malformed %s", key)
 		}
 		ids[uint32(id)] = true
 	}

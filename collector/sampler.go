@@ -115,6 +115,12 @@ func onlineCPUs() ([]int, error) {
 	return cpus, nil
 }
 
+// maxCPUs bounds the CPU numbers a list may hold, and the CPUs it may
+// list: far above any kernel's NR_CPUS (8192 at most on x86-64), so a
+// list past it is no kernel's, and the sampler opens no event per CPU of
+// it.
+const maxCPUs = 1 << 16
+
 // parseCPUList reads the kernel's CPU list format: ranges and numbers,
 // separated by commas.
 func parseCPUList(list string) ([]int, error) {
@@ -125,14 +131,17 @@ func parseCPUList(list string) ([]int, error) {
 		}
 		lo, hi, isRange := strings.Cut(part, "-")
 		first, err := strconv.Atoi(lo)
-		if err != nil || first < 0 {
+		if err != nil || first < 0 || first >= maxCPUs {
 			return nil, fmt.Errorf("bad CPU list %q", list)
 		}
 		last := first
 		if isRange {
-			if last, err = strconv.Atoi(hi); err != nil || last < first || last-first > 1<<16 {
+			if last, err = strconv.Atoi(hi); err != nil || last < first || last >= maxCPUs {
 				return nil, fmt.Errorf("bad CPU list %q", list)
 			}
+		}
+		if len(cpus)+last-first+1 > maxCPUs {
+			return nil, fmt.Errorf("bad CPU list %q: more than %d CPUs", list, maxCPUs)
 		}
 		for cpu := first; cpu <= last; cpu++ {
 			cpus = append(cpus, cpu)

@@ -255,7 +255,7 @@ func TestParseCPUList(t *testing.T) {
 			t.Errorf("%q: %v, %v; want %v", c.list, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{"", "a", "3-1", "-1", "0-99999999"} {
+	for _, bad := range []string{"", "a", "3-1", "-1", "0-99999999", "65536", "0-65535,0"} {
 		if got, err := parseCPUList(bad); err == nil {
 			t.Errorf("%q read as %v", bad, got)
 		}

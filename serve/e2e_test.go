@@ -29,6 +29,7 @@ import (
 
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/testbin"
 )
 
 // requireBPF skips a test that loads BPF when not root, except under CI.
@@ -57,32 +58,21 @@ func lookPath(t *testing.T, name string) string {
 	return ""
 }
 
-// binaries are reqprof and the calibrated server, built once.
-var binaries = sync.OnceValues(func() (map[string]string, error) {
-	dir, err := os.MkdirTemp("", "reqprof-serve-test")
-	if err != nil {
-		return nil, err
-	}
-	bins := map[string]string{}
-	for name, pkg := range map[string]string{
-		"reqprof":   "github.com/reqprof/reqprof/cmd/reqprof",
-		"calserver": "github.com/reqprof/reqprof/internal/calserver/cmd/calserver",
-	} {
-		bins[name] = filepath.Join(dir, name)
-		if out, err := exec.Command("go", "build", "-o", bins[name], pkg).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building %s: %v\n%s", name, err, out)
-		}
-	}
-	return bins, nil
-})
-
+// binary is reqprof or the calibrated server ("calserver"), built once
+// for the package's tests; TestMain removes them.
 func binary(t *testing.T, name string) string {
 	t.Helper()
-	bins, err := binaries()
-	if err != nil {
-		t.Fatal(err)
+	pkg := map[string]string{"reqprof": testbin.Reqprof, "calserver": testbin.Calserver}[name]
+	if pkg == "" {
+		t.Fatalf("no command %q to build", name)
 	}
-	return bins[name]
+	return testbin.Path(t, pkg)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
 }
 
 // freePort is a loopback port nothing listens on now.

@@ -61,29 +61,38 @@ func diagFamily(family uint8, port int, into map[string]bool) error {
 		if err != nil {
 			return fmt.Errorf("sock_diag: %w", err)
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return fmt.Errorf("sock_diag: %w", err)
+		if done, err := readDiagReply(buf[:n], port, into); done || err != nil {
+			return err
 		}
-		for _, m := range msgs {
-			switch m.Header.Type {
-			case unix.NLMSG_DONE:
-				return nil
-			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if errno := -int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
-						return fmt.Errorf("sock_diag: %w", syscall.Errno(errno))
-					}
+	}
+}
+
+// readDiagReply adds the inodes of the sockets on port that one read of
+// sock_diag's reply lists, and says whether the reply ended there.
+func readDiagReply(reply []byte, port int, into map[string]bool) (done bool, err error) {
+	msgs, err := syscall.ParseNetlinkMessage(reply)
+	if err != nil {
+		return false, fmt.Errorf("sock_diag: %w", err)
+	}
+	for _, m := range msgs {
+		switch m.Header.Type {
+		case unix.NLMSG_DONE:
+			return true, nil
+		case unix.NLMSG_ERROR:
+			if len(m.Data) >= 4 {
+				if errno := -int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
+					return true, fmt.Errorf("sock_diag: %w", syscall.Errno(errno))
 				}
-				return nil
-			case unix.SOCK_DIAG_BY_FAMILY:
-				if len(m.Data) < diagMsgInodeOffset+4 {
-					continue
-				}
-				if int(binary.BigEndian.Uint16(m.Data[diagMsgSportOffset:])) == port {
-					into[strconv.FormatUint(uint64(binary.NativeEndian.Uint32(m.Data[diagMsgInodeOffset:])), 10)] = true
-				}
+			}
+			return true, nil
+		case unix.SOCK_DIAG_BY_FAMILY:
+			if len(m.Data) < diagMsgInodeOffset+4 {
+				continue
+			}
+			if int(binary.BigEndian.Uint16(m.Data[diagMsgSportOffset:])) == port {
+				into[strconv.FormatUint(uint64(binary.NativeEndian.Uint32(m.Data[diagMsgInodeOffset:])), 10)] = true
 			}
 		}
 	}
+	return false, nil
 }

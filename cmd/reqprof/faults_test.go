@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/internal/testbin"
 )
 
 // requireBPF skips a test that loads BPF when not root, except under CI,
@@ -35,30 +36,11 @@ func requireBPF(t *testing.T) {
 	t.Skip("loading BPF needs root")
 }
 
-// built is the reqprof binary, built once by the first test that needs it
-// and removed by TestMain.
-var built struct {
-	once      sync.Once
-	dir, path string
-	err       error
-}
-
+// reqprofBinary is reqprof built as a user builds it, once for the
+// package's tests; TestMain removes it.
 func reqprofBinary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "reqprof-cmd-test"); built.err != nil {
-			return
-		}
-		built.path = filepath.Join(built.dir, "reqprof")
-		out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
-		if err != nil {
-			built.err = errors.New("building reqprof: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.path
+	return testbin.Path(t, testbin.Reqprof)
 }
 
 // idleProcess starts a process that does nothing, to attach to.

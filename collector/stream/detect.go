@@ -44,7 +44,7 @@ func (c *Conn) detect(data []byte) (int, bool) {
 		c.startH2(0)
 		return n, true
 	}
-	if c.pos > 0 && h2Frames(data) {
+	if c.joined && h2Frames(data) {
 		// HTTP/2 joined after its preface: frames still delimit the
 		// streams, but the header compression state is lost.
 		c.startH2(0)

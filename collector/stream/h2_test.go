@@ -289,3 +289,21 @@ func TestH2JoinedAfterPreface(t *testing.T) {
 		t.Errorf("unknown bytes joined mid-stream read as %v", other.Protocol())
 	}
 }
+
+// Frames with no preface are HTTP/2 only on a connection joined after it
+// opened: on one followed from its first byte they are no protocol,
+// however the bytes are cut (the first byte alone, the rest after).
+func TestFramesWithNoPrefaceFromTheStart(t *testing.T) {
+	// An empty DATA frame, flags 0x30, on stream 0x30303030.
+	frames := []byte("\x00\x00\x00\x00" + "00000")
+	for _, cut := range []int{0, 1, 8} {
+		if got := feed(t, 8080, split(frames, cut)...); got.proto == H2 || got.err == nil {
+			t.Errorf("cut at %d: protocol %v, error %v; want no protocol", cut, got.proto, got.err)
+		}
+	}
+	joined := NewConnAt(8080, 100)
+	joined.Feed(100, frames)
+	if joined.Protocol() != H2 {
+		t.Errorf("a frame joined mid-stream read as %v (%v)", joined.Protocol(), joined.Err())
+	}
+}

@@ -74,12 +74,15 @@ type Conn struct {
 	st    state
 	err   error
 
-	pos  uint64 // offset of the next byte expected
-	buf  []byte // a partial unit, which ends at pos
-	left uint64 // payload bytes the current state passes over, which a gap may cover
-	scan int    // bytes of the buffered unit already scanned for its end
-	mark int    // start of the line being scanned, in the buffered unit
-	need int    // the buffered unit is known to need at least this many bytes
+	pos uint64 // offset of the next byte expected
+	// joined: fed from after the connection's first byte, where HTTP/2
+	// frames may come with no preface before them.
+	joined bool
+	buf    []byte // a partial unit, which ends at pos
+	left   uint64 // payload bytes the current state passes over, which a gap may cover
+	scan   int    // bytes of the buffered unit already scanned for its end
+	mark   int    // start of the line being scanned, in the buffered unit
+	need   int    // the buffered unit is known to need at least this many bytes
 
 	// Requests found: names concatenated in names, ready of them visible
 	// (the rest wait for the end of the HTTP body that carries them).
@@ -125,6 +128,7 @@ func (c *Conn) Reset(localPort uint16, off uint64) {
 	*c = Conn{
 		port:    localPort,
 		pos:     off,
+		joined:  off > 0,
 		buf:     c.buf[:0],
 		out:     c.out[:0],
 		names:   c.names[:0],

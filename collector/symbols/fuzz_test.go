@@ -2,6 +2,8 @@ package symbols
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"os"
 	"testing"
 )
@@ -82,4 +84,95 @@ func FuzzParseKallsyms(f *testing.F) {
 			lookupKernel(syms, syms[0].addr)
 		}
 	})
+}
+
+// tinyPclntab is a Go 1.20 pclntab of one function, 100 bytes of text
+// from textStart, whose pcsp table says it pushes nothing for 4 bytes and
+// 8 bytes after.
+func tinyPclntab(textStart uint64) []byte {
+	const pctab, pcln = 72, 80
+	b := make([]byte, 116)
+	binary.LittleEndian.PutUint32(b, 0xfffffff1)
+	b[6], b[7] = 1, 8                       // quantum, pointer size
+	binary.LittleEndian.PutUint64(b[8:], 1) // nfunc
+	binary.LittleEndian.PutUint64(b[24:], textStart)
+	binary.LittleEndian.PutUint64(b[56:], pctab)
+	binary.LittleEndian.PutUint64(b[64:], pcln)
+	copy(b[pctab+1:], []byte{2, 4, 16, 96, 0}) // +1 (to 0) for 4, +8 for 96, end
+	binary.LittleEndian.PutUint32(b[pcln:], 0) // function 0's entry and _func
+	binary.LittleEndian.PutUint32(b[pcln+4:], 16)
+	binary.LittleEndian.PutUint32(b[pcln+8:], 100)   // the end of the text
+	binary.LittleEndian.PutUint32(b[pcln+16+16:], 1) // _func.pcsp
+	return b
+}
+
+func TestTinyPclntab(t *testing.T) {
+	g := newGoFrames(tinyPclntab(0x1000), 0x1000)
+	for _, c := range []struct {
+		pc    uint64
+		delta int64
+		ok    bool
+	}{{0x1000, 0, true}, {0x1003, 0, true}, {0x1004, 8, true}, {0x1063, 8, true}, {0x1064, 0, false}, {0xfff, 0, false}} {
+		if delta, ok := g.spDelta(c.pc); delta != c.delta || ok != c.ok {
+			t.Errorf("spDelta(%#x) = %d, %v; want %d, %v", c.pc, delta, ok, c.delta, c.ok)
+		}
+	}
+}
+
+// A pclntab is read from a binary's bytes, and its pcsp tables at each
+// sampled pc: any bytes give a delta or nothing, never a panic.
+func FuzzGoFrames(f *testing.F) {
+	f.Add(tinyPclntab(0x1000), uint64(0x1000), uint64(0x1004))
+	f.Add(tinyPclntab(0), uint64(0), uint64(99))
+	f.Fuzz(func(t *testing.T, data []byte, textStart, pc uint64) {
+		g := newGoFrames(data, textStart)
+		delta, ok := g.spDelta(pc)
+		if again, againOK := g.spDelta(pc); again != delta || againOK != ok {
+			t.Fatalf("spDelta(%#x) = %d, %v, then %d, %v", pc, delta, ok, again, againOK)
+		}
+		if g == nil && ok {
+			t.Fatal("a table not read gave a delta")
+		}
+		plausiblePclntab(data)
+	})
+}
+
+// Notes are a binary's: the build id found in them is what they hold.
+func FuzzGNUBuildID(f *testing.F) {
+	note := []byte{4, 0, 0, 0, 4, 0, 0, 0, 3, 0, 0, 0, 'G', 'N', 'U', 0, 0xde, 0xad, 0xbe, 0xef}
+	f.Add(note)
+	f.Add(append([]byte{2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 'G', 'o', 0, 0}, note...))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 3, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, notes []byte) {
+		id := gnuBuildID(notes, binary.LittleEndian)
+		if id == "" {
+			return
+		}
+		raw, err := hex.DecodeString(id)
+		if err != nil || !bytes.Contains(notes, raw) {
+			t.Fatalf("build id %q is not in the notes %x", id, notes)
+		}
+	})
+}
+
+// A pclntab header is checked for the functions it claims whichever byte
+// order its magic is read in: debug/gosym would allocate for each.
+func TestPclntabSizedEitherOrder(t *testing.T) {
+	if !pclntabSized(tinyPclntab(0)) {
+		t.Error("a pclntab of one function is refused")
+	}
+	// The magic of Go 1.20 big-endian, claiming 0x30000000 functions
+	// (found by FuzzGoFrames: debug/gosym ran out of memory on it).
+	bigEndian := []byte("\xff\xff\xff\xf1\x00\x00\x01\x08\x00\x00\x00\x000\x00\x00\x00\x00\x00\x00\x00")
+	go12 := binary.LittleEndian.AppendUint32(nil, 0xfffffffb)
+	go12 = append(go12, 0, 0, 1, 8)
+	go12 = binary.LittleEndian.AppendUint64(go12, 1<<40)
+	for name, data := range map[string][]byte{"big-endian": bigEndian, "Go 1.2": go12} {
+		if pclntabSized(data) {
+			t.Errorf("the %s header claiming more functions than it holds passes", name)
+		}
+		if plausiblePclntab(data) {
+			t.Errorf("the %s header is taken for a pclntab", name)
+		}
+	}
 }

@@ -335,20 +335,41 @@ func plausiblePclntab(data []byte) (ok bool) {
 // each a table claims before it reads them.
 const maxGoFunctions = 1 << 20
 
-// pclntabSized says a Go 1.16+ pclntab header claims a count of
-// functions its data has room for (8 bytes each in its function table),
-// and not more than maxGoFunctions; an older pclntab passes.
+// pclntabSized says a pclntab header claims a count of functions its
+// data has room for in its function table, and not more than
+// maxGoFunctions, in either byte order: debug/gosym reads the magic both
+// ways, and makes a Func for each function a table claims before it reads
+// them, so a claim read big-endian from a little-endian check's blind
+// spot would make it allocate gigabytes. Data with no pclntab magic
+// passes: debug/gosym reads no functions from it.
 func pclntabSized(data []byte) bool {
 	if len(data) < 16 {
 		return false
 	}
-	switch binary.LittleEndian.Uint32(data) {
-	case 0xfffffff1, 0xfffffff0, 0xfffffffa:
-	default:
+	ptrSize := uint64(data[7])
+	var order binary.ByteOrder
+	var entrySize uint64 // bytes per function in the function table
+	for _, o := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		switch o.Uint32(data) {
+		case 0xfffffff1, 0xfffffff0, 0xfffffffa: // Go 1.16+: two uint32s
+			order, entrySize = o, 8
+		case 0xfffffffb: // Go 1.2 to 1.15: two pointer-sized words
+			order, entrySize = o, 2*ptrSize
+		}
+	}
+	if order == nil {
 		return true
 	}
-	nfunc := binary.LittleEndian.Uint64(data[8:])
-	return nfunc > 0 && nfunc <= maxGoFunctions && nfunc*8 <= uint64(len(data))
+	var nfunc uint64
+	switch ptrSize {
+	case 4:
+		nfunc = uint64(order.Uint32(data[8:]))
+	case 8:
+		nfunc = order.Uint64(data[8:])
+	default:
+		return false
+	}
+	return nfunc > 0 && nfunc <= maxGoFunctions && nfunc*entrySize <= uint64(len(data))
 }
 
 // textStartOf is where a Go binary's text starts, which pclntab entries
