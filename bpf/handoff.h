@@ -35,6 +35,7 @@
 #ifndef REQPROF_HANDOFF_H
 #define REQPROF_HANDOFF_H
 
+#include "backends.h"
 #include "selfcost.h"
 
 #define NR_FUTEX 202
@@ -98,6 +99,32 @@ static __always_inline __u64 pop_pool_queue(__u32 target)
 	return q->conns[at & (POOL_QUEUE - 1)];
 }
 
+/* Puts a request in its target's pool queue. */
+static __always_inline void push_pool_queue(__u32 target, struct conn_state *c, __u64 cookie)
+{
+	struct pool_queue *q = bpf_map_lookup_elem(&pool_queues, &target);
+	if (!q)
+		return;
+	c->pool_queued = 1;
+	__u64 at = __sync_fetch_and_add(&q->tail, 1);
+	q->conns[at & (POOL_QUEUE - 1)] = cookie;
+}
+
+/* The oldest request of the pool queue still unanswered (older ones were
+ * answered without the pool), taken; 0 when none. */
+static __always_inline __u64 pop_unanswered(__u32 target)
+{
+	for (int i = 0; i < 8; i++) {
+		__u64 conn = pop_pool_queue(target);
+		if (!conn)
+			return 0;
+		struct conn_state *c = served_conn(conn);
+		if (c && c->phase == PHASE_READING)
+			return conn;
+	}
+	return 0;
+}
+
 /* A thread that feeds a pool turns from its request to cookie, leaving it
  * unanswered with no thread woken for it: its job, if any, waits in the
  * pool's queue. Looks nothing up for a thread that never fed a pool. */
@@ -106,16 +133,23 @@ static __always_inline void queue_left_request(struct thread_state *st, __u64 co
 	__u64 left = st->serving.conn;
 	if (!st->handoff.feeds_pool || !left || left == cookie || st->serving.in_tail || st->serving.handed)
 		return;
+	if (model_of(st) == RUNTIME_ASYNCIO)
+		return; /* queued as read (pool_read) */
 	struct conn_state *c = served_conn(left);
 	if (!c || c->phase != PHASE_READING || c->pool_queued)
 		return;
-	__u32 target = st->target;
-	struct pool_queue *q = bpf_map_lookup_elem(&pool_queues, &target);
-	if (!q)
-		return;
-	c->pool_queued = 1;
-	__u64 at = __sync_fetch_and_add(&q->tail, 1);
-	q->conns[at & (POOL_QUEUE - 1)] = left;
+	push_pool_queue(st->target, c, left);
+}
+
+/* An asyncio loop that feeds a pool began request cookie (c its state):
+ * its task reaches the pool iterations later (anyio's checkpoints yield to
+ * the loop), when the loop thread runs another request's piece, in the
+ * order the requests were read. So a hand-off from it is for the oldest
+ * request read and not yet handed, estimated. */
+static __always_inline void pool_read(struct thread_state *st, struct conn_state *c, __u64 cookie)
+{
+	if (st->handoff.feeds_pool && model_of(st) == RUNTIME_ASYNCIO)
+		push_pool_queue(st->target, c, cookie);
 }
 
 /* The pool thread is done with pool work: what it holds is its request's. */
@@ -226,9 +260,18 @@ static __always_inline bool hand_off(struct task_struct *p)
 		st = thread_of(p, plus1 - 1, 0);
 	if (!st || (st->handoff.answer_to && !st->handoff.queued) || st->go.kind == GO_YES || lock_wake(waker))
 		return true;
+	__u64 conn = waker->serving.conn;
+	if (model_of(waker) == RUNTIME_ASYNCIO) {
+		__u64 oldest = pop_unanswered(waker->target);
+		struct conn_state *c = oldest ? served_conn(oldest) : 0;
+		if (c) {
+			c->rec.flags |= REQ_INTERLEAVED;
+			conn = oldest;
+		}
+	}
 	waker->handoff.feeds_pool = 1;
 	waker->serving.handed = 1;
-	st->handoff.pending_conn = waker->serving.conn;
+	st->handoff.pending_conn = conn;
 	st->handoff.pending_depth = 1;
 	st->handoff.pending_answer_to = waker_tid;
 	st->handoff.pending = 1;

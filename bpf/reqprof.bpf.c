@@ -184,6 +184,7 @@ static __always_inline void received(struct sock_op *op, int ret)
 		begin_request(c, op->cookie, op->tid);
 		if (interleaved)
 			c->rec.flags |= REQ_INTERLEAVED;
+		pool_read(op->st, c, op->cookie);
 	}
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
 		loop_read(op->st, op->cookie);

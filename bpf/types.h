@@ -56,7 +56,7 @@ enum limits {
 	LOOP_QUEUE = 16,
 	/* Most requests a target's pool queue holds (handoff.h); older ones
 	 * are overwritten. */
-	POOL_QUEUE = 32,
+	POOL_QUEUE = 128,
 };
 
 #define AF_UNIX 1

@@ -179,14 +179,14 @@ const (
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
 	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
 	reqprofLimitsLOOP_QUEUE           reqprofLimits = 16
-	reqprofLimitsPOOL_QUEUE           reqprofLimits = 32
+	reqprofLimitsPOOL_QUEUE           reqprofLimits = 128
 )
 
 type reqprofPoolQueue struct {
 	_     structs.HostLayout
 	Head  uint64
 	Tail  uint64
-	Conns [32]uint64
+	Conns [128]uint64
 }
 
 type reqprofRecordFlags uint32
