@@ -82,10 +82,12 @@ static __always_inline void answer_back(struct thread_state *st)
 	st->handoff.answered = 1;
 }
 
-/* The oldest request of the target's pool queue, taken; 0 when empty (or
- * when another pool thread takes it at the same time). */
-static __always_inline __u64 pop_pool_queue(__u32 target)
+/* The oldest request of the target's pool queue, taken, and its place
+ * in the queue plus 1 in *at; 0 when empty (or when another pool thread
+ * takes it at the same time). */
+static __always_inline __u64 pop_pool_queue(__u32 target, __u64 *at)
 {
+	*at = 0;
 	struct pool_queue *q = bpf_map_lookup_elem(&pool_queues, &target);
 	if (!q)
 		return 0;
@@ -93,10 +95,20 @@ static __always_inline __u64 pop_pool_queue(__u32 target)
 	if (head >= tail)
 		return 0;
 	/* Past the queue's room, the oldest were overwritten. */
-	__u64 at = tail - head > POOL_QUEUE ? tail - POOL_QUEUE : head;
-	if (__sync_val_compare_and_swap(&q->head, head, at + 1) != head)
+	__u64 from = tail - head > POOL_QUEUE ? tail - POOL_QUEUE : head;
+	if (__sync_val_compare_and_swap(&q->head, head, from + 1) != head)
 		return 0;
-	return q->conns[at & (POOL_QUEUE - 1)];
+	*at = from + 1;
+	return q->conns[from & (POOL_QUEUE - 1)];
+}
+
+/* Gives back the request taken at place at - 1, unless another was
+ * taken since. */
+static __always_inline void unpop_pool_queue(__u32 target, __u64 at)
+{
+	struct pool_queue *q = bpf_map_lookup_elem(&pool_queues, &target);
+	if (q && at)
+		__sync_val_compare_and_swap(&q->head, at, at - 1);
 }
 
 /* Puts a request in its target's pool queue. */
@@ -111,17 +123,19 @@ static __always_inline void push_pool_queue(__u32 target, struct conn_state *c, 
 }
 
 /* The oldest request of the pool queue still unanswered (older ones were
- * answered without the pool), taken; 0 when none. */
-static __always_inline __u64 pop_unanswered(__u32 target)
+ * answered without the pool), taken, its place plus 1 in *at; 0 when
+ * none. */
+static __always_inline __u64 pop_unanswered(__u32 target, __u64 *at)
 {
 	for (int i = 0; i < 8; i++) {
-		__u64 conn = pop_pool_queue(target);
+		__u64 conn = pop_pool_queue(target, at);
 		if (!conn)
 			return 0;
 		struct conn_state *c = served_conn(conn);
 		if (c && c->phase == PHASE_READING)
 			return conn;
 	}
+	*at = 0;
 	return 0;
 }
 
@@ -156,6 +170,8 @@ static __always_inline void pool_read(struct thread_state *st, struct conn_state
 static __always_inline void end_pool_work(struct thread_state *st)
 {
 	leave(st);
+	st->handoff.popped = 0;
+	st->handoff.fifo = 0;
 	st->serving.conn = 0;
 	st->handoff.answer_to = 0;
 	st->handoff.answered = 0;
@@ -169,13 +185,28 @@ static __always_inline void end_pool_work(struct thread_state *st)
  * queued with no thread woken, the oldest of its pool's queue, estimated. */
 static __always_inline void answer_back_done(struct thread_state *st)
 {
-	st->handoff.answered = 0;
-	if (!st->handoff.queued) {
+	struct thread_handoff *h = &st->handoff;
+	h->answered = 0;
+	if (h->fifo) {
+		/* Its job is done; what it does next without sleeping is the
+		 * next job of the queue. */
 		leave(st);
-		st->handoff.queued = 1;
+		h->queued = 1;
+		__u64 next = pop_unanswered(st->target, &h->popped);
+		struct conn_state *c = next ? served_conn(next) : 0;
+		if (c) {
+			c->rec.flags |= REQ_INTERLEAVED;
+			st->serving.conn = next;
+		}
 		return;
 	}
-	__u64 next = pop_pool_queue(st->target);
+	if (!h->queued) {
+		leave(st);
+		h->queued = 1;
+		return;
+	}
+	__u64 at;
+	__u64 next = pop_pool_queue(st->target, &at);
 	struct conn_state *c = next ? served_conn(next) : 0;
 	if (!c) {
 		c = served_conn(st->serving.conn);
@@ -195,6 +226,9 @@ static __always_inline void drop_piece(struct thread_state *st)
 {
 	if (!st->handoff.answer_to)
 		return;
+	/* The request it took from the queue for a job it did not do goes
+	 * back. */
+	unpop_pool_queue(st->target, st->handoff.popped);
 	if (st->handoff.queued) {
 		end_pool_work(st);
 		return;
@@ -262,13 +296,21 @@ static __always_inline bool hand_off(struct task_struct *p)
 		return true;
 	__u64 conn = waker->serving.conn;
 	if (model_of(waker) == RUNTIME_ASYNCIO) {
-		__u64 oldest = pop_unanswered(waker->target);
+		__u64 at;
+		__u64 oldest = pop_unanswered(waker->target, &at);
 		struct conn_state *c = oldest ? served_conn(oldest) : 0;
 		if (c) {
 			c->rec.flags |= REQ_INTERLEAVED;
 			conn = oldest;
 		}
 	}
+	else {
+		/* Into the queue, which the pool runs in order. */
+		struct conn_state *c = served_conn(conn);
+		if (c && !c->pool_queued)
+			push_pool_queue(waker->target, c, conn);
+	}
+	st->handoff.pending_fifo = model_of(waker) != RUNTIME_ASYNCIO;
 	waker->handoff.feeds_pool = 1;
 	waker->serving.handed = 1;
 	st->handoff.pending_conn = conn;
@@ -289,6 +331,18 @@ static __always_inline void take_handoff(struct thread_state *st)
 		if (!h->queued)
 			return; /* it holds a piece */
 		end_pool_work(st);
+	}
+	h->fifo = h->pending_answer_to ? h->pending_fifo : 0;
+	h->popped = 0;
+	if (h->fifo) {
+		/* The job it begins is the oldest queued. */
+		__u64 oldest = pop_unanswered(st->target, &h->popped);
+		struct conn_state *c = oldest ? served_conn(oldest) : 0;
+		if (c) {
+			if (oldest != h->pending_conn)
+				c->rec.flags |= REQ_INTERLEAVED;
+			h->pending_conn = oldest;
+		}
 	}
 	if (st->serving.conn != h->pending_conn) {
 		/* Woken for another request: the sleep it is woken from was no

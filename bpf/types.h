@@ -418,6 +418,14 @@ struct thread_handoff {
 	/* It handed a piece to a pool thread: it feeds a pool, and the
 	 * requests it leaves unanswered with no thread woken are queued. */
 	__u32 feeds_pool;
+	/* Its piece came from a loop that does a request's work as it reads
+	 * it (libuv): the pool runs jobs in the order queued, and each job it
+	 * begins is the oldest of the pool queue, estimated. */
+	__u32 fifo;
+	__u32 pending_fifo;
+	/* The place in the pool queue of the request it took for its job,
+	 * plus 1: given back if it finds no job after all. 0: none. */
+	__u64 popped;
 };
 
 /* Where a Go thread finds its goroutine (goroutines.h). */

@@ -386,6 +386,9 @@ type reqprofThreadState struct {
 		JobWord         uint64
 		Queued          uint32
 		FeedsPool       uint32
+		Fifo            uint32
+		PendingFifo     uint32
+		Popped          uint64
 	}
 	Go struct {
 		_          structs.HostLayout
