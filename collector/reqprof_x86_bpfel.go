@@ -85,6 +85,8 @@ type reqprofConnState struct {
 	ConnFlags    uint32
 	BackendsUsed uint32
 	Closing      uint32
+	PoolQueued   uint32
+	PadPool      uint32
 	Backends     [4]reqprofBackendUse
 	Link         struct {
 		_            structs.HostLayout
@@ -177,7 +179,15 @@ const (
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
 	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
 	reqprofLimitsLOOP_QUEUE           reqprofLimits = 32
+	reqprofLimitsPOOL_QUEUE           reqprofLimits = 128
 )
+
+type reqprofPoolQueue struct {
+	_     structs.HostLayout
+	Head  uint64
+	Tail  uint64
+	Conns [128]uint64
+}
 
 type reqprofRecordFlags uint32
 
@@ -364,12 +374,21 @@ type reqprofThreadState struct {
 		OffcpuPendingNs uint64
 	}
 	Handoff struct {
-		_            structs.HostLayout
-		PendingConn  uint64
-		Pending      uint32
-		PendingDepth uint32
-		Depth        uint32
-		Pad          uint32
+		_               structs.HostLayout
+		PendingConn     uint64
+		Pending         uint32
+		PendingDepth    uint32
+		Depth           uint32
+		AnswerTo        uint32
+		PendingAnswerTo uint32
+		Answered        uint32
+		Slept           [2]uint64
+		JobWord         uint64
+		Queued          uint32
+		FeedsPool       uint32
+		Fifo            uint32
+		PendingFifo     uint32
+		Popped          uint64
 	}
 	Go struct {
 		_          structs.HostLayout
@@ -413,6 +432,7 @@ const (
 	reqprofMapGoroutines           = "goroutines"
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
+	reqprofMapPoolQueues           = "pool_queues"
 	reqprofMapRequests             = "requests"
 	reqprofMapRuntimes             = "runtimes"
 	reqprofMapSelfTimings          = "self_timings"
@@ -548,6 +568,7 @@ type reqprofMapSpecs struct {
 	Goroutines      *ebpf.MapSpec `ebpf:"goroutines"`
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
+	PoolQueues      *ebpf.MapSpec `ebpf:"pool_queues"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
 	Runtimes        *ebpf.MapSpec `ebpf:"runtimes"`
 	SelfTimings     *ebpf.MapSpec `ebpf:"self_timings"`
@@ -621,6 +642,7 @@ type reqprofMaps struct {
 	Goroutines      *ebpf.Map `ebpf:"goroutines"`
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
+	PoolQueues      *ebpf.Map `ebpf:"pool_queues"`
 	Requests        *ebpf.Map `ebpf:"requests"`
 	Runtimes        *ebpf.Map `ebpf:"runtimes"`
 	SelfTimings     *ebpf.Map `ebpf:"self_timings"`
@@ -645,6 +667,7 @@ func (m *reqprofMaps) Close() error {
 		m.Goroutines,
 		m.ListenPorts,
 		m.ListenUnix,
+		m.PoolQueues,
 		m.Requests,
 		m.Runtimes,
 		m.SelfTimings,
