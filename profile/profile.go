@@ -35,9 +35,10 @@ type Request struct {
 	// out of the figures above, unless the run was made gross.
 	SelfNs uint64
 
-	// Interleaved: its thread began another request before answering it,
-	// in a runtime reqprof has no model of, so which of them that
-	// thread's CPU served is estimated.
+	// Interleaved: which request some of its CPU served is estimated: its
+	// thread began another request before answering it, in a runtime
+	// reqprof has no model of, or a pool thread took its job from a
+	// queue the kernel cannot tell apart.
 	Interleaved bool
 
 	// SetupNs is the part of its CPU that was its connection's setup and

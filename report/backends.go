@@ -97,7 +97,7 @@ func writeBackends(b *bytes.Buffer, t TargetSummary) {
 		}
 	}
 	if t.Interleaved > 0 {
-		fmt.Fprintf(b, "interleaved: %s%% of requests' CPU is estimated: a thread began requests before answering others, in a runtime reqprof has no model of (--runtime)\n",
+		fmt.Fprintf(b, "interleaved: %s%% of requests' CPU is estimated: which request it served could not be told (a loop of a runtime reqprof has no model of, see --runtime, or jobs queued to a pool)\n",
 			tenths(t.Interleaved))
 		for _, r := range t.Routes {
 			if r.Interleaved > 0 {

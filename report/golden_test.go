@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -259,6 +260,34 @@ func liteRun() profile.Run {
 	return run
 }
 
+// backendsRun is sampledRun on an asyncio server whose routes call a
+// backend: calls, waits and bytes per route and peer, and one route's
+// requests partly interleaved.
+func backendsRun() profile.Run {
+	run := sampledRun()
+	t := &run.Targets[0]
+	t.Runtime, t.RuntimeFrom = "asyncio", "detected"
+	keys := make([]profile.RouteKey, 0, len(t.RouteTotals))
+	for key := range t.RouteTotals {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Route < keys[j].Route })
+	for i, key := range keys {
+		totals := t.RouteTotals[key]
+		n := uint64(totals.Requests)
+		t.Backends = append(t.Backends, profile.Backend{Route: key, Peer: "127.0.0.1:9400",
+			Calls: n * uint64(i+1), WaitNs: n * 310_000 * uint64(i+1), BytesIn: n * 120, BytesOut: n * 95})
+		if i == 0 {
+			t.Backends = append(t.Backends, profile.Backend{Route: key, Peer: "[::1]:5432",
+				Calls: n, WaitNs: n * 1_250_000, BytesIn: n * 2048, BytesOut: n * 64})
+			totals.InterleavedNs = totals.CPUNs / 4
+			t.RouteTotals[key] = totals
+			t.Finished.InterleavedNs += totals.InterleavedNs
+		}
+	}
+	return run
+}
+
 func goldenCases() []goldenCase {
 	return []goldenCase{
 		{name: "one_target", run: oneTargetRun()},
@@ -272,6 +301,7 @@ func goldenCases() []goldenCase {
 		{name: "self_cost", run: selfCostRun(false)},
 		{name: "self_cost_gross", run: selfCostRun(true)},
 		{name: "lite", run: liteRun()},
+		{name: "backends", run: backendsRun()},
 		{name: "zero_requests", run: profile.Run{
 			Duration: 5 * time.Second,
 			Targets: []profile.Target{{

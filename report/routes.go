@@ -52,9 +52,8 @@ type RouteSummary struct {
 	// Backends are what its requests waited on, per peer; absent when
 	// they called none.
 	Backends []BackendSummary `json:"backends,omitempty"`
-	// Interleaved is the share of its CPU, in percent, that is estimated:
-	// of requests a thread interleaved with others in a runtime reqprof
-	// has no model of.
+	// Interleaved is the share of its CPU, in percent, that is estimated
+	// (profile.Request.Interleaved).
 	Interleaved float64 `json:"interleaved,omitempty"`
 	// SetupUs is the mean of its requests' connection setup and teardown,
 	// part of CPUUs (TargetSummary.SetupUs).
