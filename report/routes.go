@@ -118,7 +118,7 @@ func groupSampledRoutes(totals map[profile.RouteKey]profile.Totals, sample []pro
 	for i, r := range sample {
 		// A sampled request is one of those counted: a name with no
 		// totals can only come from a Target built inconsistently.
-		if g := byName[routeName(profile.RouteKey{Route: r.Route, Port: r.Port}, by)]; g != nil {
+		if g := byName[routeName(r.Key(), by)]; g != nil {
 			g.sampled = append(g.sampled, i)
 		}
 	}

@@ -1,0 +1,127 @@
+package collector
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/reqprof/reqprof/profile"
+)
+
+// A target's role says what its outbound connections are. A server's are
+// the backends of the requests it serves (backends.go); a client's carry
+// its calls, each a request of its own: it starts at the call's first
+// write after the previous answer on its connection was read, its CPU is
+// what the client spends from there (building the call, handling its
+// answer) until its next call on the connection, and it is named from the
+// bytes written, as a server's request is from the bytes read, with its
+// peer. The programs decide once per connection, when they first see it
+// (conns.h: conn_of), from the target's entry in target_roles.
+
+// Roles are the values of Config.Role besides "" (detected).
+var Roles = []string{profile.RoleClient, profile.RoleServer, profile.RoleBoth}
+
+// RoleGiven and RoleDetected say how a target's role was chosen.
+const (
+	RoleGiven    = "--role"
+	RoleDetected = "detected"
+)
+
+// ValidRole says whether role is a value of Config.Role.
+func ValidRole(role string) bool {
+	if role == "" {
+		return true
+	}
+	for _, r := range Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// setRole chooses the target's role, given or detected, and tells the
+// programs. Detected: a client when none of its processes listens on a
+// port or a Unix socket or has a stdio channel of requests (stdin a pipe
+// or socket), a server otherwise; a proxy, which does both, is one only
+// when given.
+func (p *process) setRole(objs *bpfObjects, index int, given string, stdio StdioMode) error {
+	p.role, p.roleFrom = given, RoleGiven
+	if given == "" {
+		p.role, p.roleFrom = profile.RoleClient, RoleDetected
+		if p.serves(stdio) {
+			p.role = profile.RoleServer
+		}
+	}
+	role := reqprofTargetRoleTARGET_SERVES
+	if p.role != profile.RoleServer {
+		role = reqprofTargetRoleTARGET_CALLS
+	}
+	if err := objs.TargetRoles.Update(uint32(index), uint32(role), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("setting the role of target %d: %w", p.PID, err)
+	}
+	return nil
+}
+
+// serves says whether any of the target's processes listens, or reads
+// requests on its stdin.
+func (p *process) serves(stdio StdioMode) bool {
+	for _, pid := range append([]int{p.PID}, p.members...) {
+		if ports, err := listeningPorts(pid); err != nil || len(ports) > 0 {
+			return true // unreadable: taken for a server, as before roles
+		}
+		if paths, err := listeningUnixPaths(pid); err != nil || len(paths) > 0 {
+			return true
+		}
+		if stdio != StdioOff && carriesRequests(pid, 0) && !isTerminal(pid, 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxPeers bounds the peers named in one run; calls to more are named
+// with otherPeers.
+const maxPeers = 4096
+
+const otherPeers = "(other peers)"
+
+// peerNames names the peers of client calls, once each.
+type peerNames struct {
+	names map[backendPeer]string
+}
+
+func (n *peerNames) name(raw reqprofBackendPeer) string {
+	p := backendPeer{addr: raw.Addr, port: raw.Port, family: raw.Family}
+	if name, ok := n.names[p]; ok {
+		return name
+	}
+	if n.names == nil {
+		n.names = map[backendPeer]string{}
+	}
+	if len(n.names) >= maxPeers {
+		return otherPeers
+	}
+	name := p.name()
+	n.names[p] = name
+	return name
+}
+
+// clientRouteSep joins a call's name and its peer.
+const clientRouteSep = " → "
+
+// appendClientRoute appends a client call's route: its name, as a
+// server's request would be named from the same bytes, and its peer
+// ("GET /users → 127.0.0.1:9400"). A name of no method (the bytes not
+// recognised: ":0") is the peer alone; "tls :0", "h2 :0" keep their word.
+func appendClientRoute(dst []byte, name, peer string) []byte {
+	switch {
+	case name == ":0":
+		name = "call"
+	case len(name) > 3 && name[len(name)-3:] == " :0":
+		name = name[:len(name)-3]
+	}
+	dst = append(dst, name...)
+	dst = append(dst, clientRouteSep...)
+	return append(dst, peer...)
+}
