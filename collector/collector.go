@@ -136,8 +136,8 @@ type process struct {
 	// role is what its outbound connections are (a profile.Role*
 	// value), and roleFrom how it was chosen.
 	role, roleFrom string
-	finished             *finishedRequests
-	kernel               *kernelTally
+	finished       *finishedRequests
+	kernel         *kernelTally
 }
 
 // Run profiles the targets for one window and returns what it measured.
@@ -868,8 +868,8 @@ type consumeResult struct {
 	// onRequest is Config.OnRequest.
 	onRequest func(target int, r profile.Request)
 	// self takes reqprof's own cost out of each request.
-	self *selfCost
-	backends  backendUses
+	self     *selfCost
+	backends backendUses
 	// peers names client calls' peers; clientRoute is reused to name
 	// their routes.
 	peers       peerNames
