@@ -1,7 +1,13 @@
 package collector
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -67,7 +73,7 @@ func (p *process) setRole(objs *bpfObjects, index int, given string, stdio Stdio
 // requests on its stdin.
 func (p *process) serves(stdio StdioMode) bool {
 	for _, pid := range append([]int{p.PID}, p.members...) {
-		if ports, err := listeningPorts(pid); err != nil || len(ports) > 0 {
+		if listens, err := listensTCP(pid); err != nil || listens {
 			return true // unreadable: taken for a server, as before roles
 		}
 		if paths, err := listeningUnixPaths(pid); err != nil || len(paths) > 0 {
@@ -124,4 +130,46 @@ func appendClientRoute(dst []byte, name, peer string) []byte {
 	dst = append(dst, name...)
 	dst = append(dst, clientRouteSep...)
 	return append(dst, peer...)
+}
+
+// listensTCP says whether pid holds a listening TCP socket of its own:
+// /proc/PID/net/tcp lists every socket of its network namespace, its own
+// are those of its descriptors' inodes.
+func listensTCP(pid int) (bool, error) {
+	inodes, err := socketInodes(pid)
+	if err != nil || len(inodes) == 0 {
+		return false, err
+	}
+	for _, name := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "net", name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		found := listeningInode(f, inodes)
+		f.Close()
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// listeningInode says whether a /proc/net/tcp table lists a listening
+// socket of one of inodes (its tenth field).
+func listeningInode(f *os.File, inodes map[uint64]bool) bool {
+	sc := bufio.NewScanner(f)
+	sc.Scan() // header
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || fields[3] != tcpListen {
+			continue
+		}
+		if inode, err := strconv.ParseUint(fields[9], 10, 64); err == nil && inodes[inode] {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,157 @@
+package collector_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/internal/calclient"
+	"github.com/reqprof/reqprof/profile"
+)
+
+// calClient is a calclient process: it has opened its connections and
+// waits for SIGUSR1 to make its calls.
+type calClient struct {
+	cmd *exec.Cmd
+	out *bufio.Reader
+}
+
+func startCalclient(t *testing.T, args ...string) *calClient {
+	t.Helper()
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/calclient/cmd/calclient")
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	// Its stdin is /dev/null: a pipe there would make it a stdio server.
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	c := &calClient{cmd: cmd, out: bufio.NewReader(stdout)}
+	if line, err := c.out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("calclient: %q, %v", line, err)
+	}
+	return c
+}
+
+func (c *calClient) pid() int { return c.cmd.Process.Pid }
+
+// calls makes its calls and returns what it measured of them.
+func (c *calClient) calls(t *testing.T) calclient.Stats {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	line, err := c.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("calclient: %v", err)
+	}
+	var s calclient.Stats
+	if err := json.Unmarshal([]byte(line), &s); err != nil {
+		t.Fatalf("calclient printed %q: %v", line, err)
+	}
+	return s
+}
+
+// clientCalls are the finished requests of target that are client calls,
+// by route, and checks that it has no other.
+func clientCalls(t *testing.T, target profile.Target) map[profile.RouteKey]profile.Totals {
+	t.Helper()
+	for key, sum := range target.RouteTotals {
+		if key.Peer == "" {
+			t.Errorf("route %q (%d requests) is no client call", key.Route, sum.Requests)
+		}
+	}
+	return target.RouteTotals
+}
+
+// TestGoHTTPClientCalls profiles Go's net/http client calling nginx on 4
+// keep-alive connections, a process that serves nothing: its role is
+// detected, each call is a request named with its method, path and peer,
+// the calls are counted as the client counted them, and their all-in CPU
+// is the client's own CPU per call.
+func TestGoHTTPClientCalls(t *testing.T) {
+	requireBPF(t)
+	nginxBin := lookPathOrFail(t, "nginx")
+	_, port := startNginx(t, nginxBin, 1)
+	peer := fmt.Sprintf("127.0.0.1:%d", port)
+	const calls = 20000
+	client := startCalclient(t, "--kind", "nethttp", "--addr", peer, "--conns", "4", "--calls", strconv.Itoa(calls), "--path", "/hello")
+	var stats calclient.Stats
+	w := measure(t, []int{client.pid()}, func() { stats = client.calls(t) })
+	target := targetOf(t, w.run, client.pid())
+	if target.Role != profile.RoleClient || target.RoleFrom != collector.RoleDetected {
+		t.Errorf("role %q (%s), want client detected", target.Role, target.RoleFrom)
+	}
+	routes := clientCalls(t, target)
+	want := profile.RouteKey{Route: "GET /hello → " + peer, Peer: peer}
+	if routes[want].Requests == 0 {
+		t.Errorf("no calls on route %q: %v", want.Route, routes)
+	}
+	got := target.Finished.Requests
+	perCall := float64(stats.ProcessCPUNs) / float64(stats.Calls) / 1e3
+	mean := meanFinishedCPUUs(target)
+	attributed := float64(target.Finished.CPUNs+target.UnfinishedNs) / float64(w.schedCPU[client.pid()])
+	t.Logf("net/http client: %d calls, reqprof %d; CPU per call: own %.1f µs, reqprof %.1f µs; attributed %.1f%% of %.1f ms; latency mean %.1f µs",
+		stats.Calls, got, perCall, mean, 100*attributed, float64(w.schedCPU[client.pid()])/1e6,
+		float64(target.Finished.LatencyNs)/float64(max(got, 1))/1e3)
+	if !within(float64(got), float64(stats.Calls), 0.01) {
+		t.Errorf("calls: reqprof %d, the client %d: off by more than 1%%", got, stats.Calls)
+	}
+	if !within(mean, perCall, 0.10) {
+		t.Errorf("CPU per call: reqprof %.1f µs, the client's own %.1f µs: off by more than 10%%", mean, perCall)
+	}
+	if attributed < 0.80 {
+		t.Errorf("attributed %.1f%% of the client's CPU, want at least 80%%", 100*attributed)
+	}
+}
+
+// TestCalibratedClientCalls: a client whose every ns on its calling
+// threads is a call's (raw HTTP/1.1 on 4 connections, a calibrated burn
+// after each answer) measures its threads' CPU per call; reqprof's is
+// within 3% of it.
+func TestCalibratedClientCalls(t *testing.T) {
+	requireBPF(t)
+	nginxBin := lookPathOrFail(t, "nginx")
+	_, port := startNginx(t, nginxBin, 1)
+	peer := fmt.Sprintf("127.0.0.1:%d", port)
+	// Under nginx's 1000 calls a connection, after which it closes it.
+	const calls = 3600
+	client := startCalclient(t, "--kind", "raw", "--addr", peer, "--conns", "4", "--calls", strconv.Itoa(calls),
+		"--path", "/calibrated", "--burn", "200us")
+	var stats calclient.Stats
+	w := measure(t, []int{client.pid()}, func() { stats = client.calls(t) })
+	target := targetOf(t, w.run, client.pid())
+	routes := clientCalls(t, target)
+	route := profile.RouteKey{Route: "GET /calibrated → " + peer, Peer: peer}
+	sum := routes[route]
+	own := float64(stats.CallThreadsCPUNs) / float64(stats.Calls) / 1e3
+	mean := float64(sum.CPUNs) / float64(max(sum.Requests, 1)) / 1e3
+	t.Logf("calibrated client: %d calls, reqprof %d on %q; CPU per call: own %.1f µs, reqprof %.1f µs (user %.1f, kernel %.1f)",
+		stats.Calls, sum.Requests, route.Route, own, mean,
+		float64(sum.UserNs)/float64(max(sum.Requests, 1))/1e3, float64(sum.KernelNs)/float64(max(sum.Requests, 1))/1e3)
+	if !within(float64(sum.Requests), float64(stats.Calls), 0.01) {
+		t.Errorf("calls: reqprof %d, the client %d", sum.Requests, stats.Calls)
+	}
+	if !within(mean, own, 0.03) {
+		t.Errorf("CPU per call: reqprof %.1f µs, the client's own %.1f µs: off by more than 3%%", mean, own)
+	}
+	if !strings.HasPrefix(route.Route, "GET ") {
+		t.Errorf("route %q", route.Route)
+	}
+	_ = time.Second
+}
