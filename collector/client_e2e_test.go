@@ -98,7 +98,7 @@ func TestGoHTTPClientCalls(t *testing.T) {
 		t.Errorf("role %q (%s), want client detected", target.Role, target.RoleFrom)
 	}
 	routes := clientCalls(t, target)
-	want := profile.RouteKey{Route: "GET /hello → " + peer, Peer: peer}
+	want := profile.RouteKey{Route: "GET /hello -> " + peer, Peer: peer}
 	if routes[want].Requests == 0 {
 		t.Errorf("no calls on route %q: %v", want.Route, routes)
 	}
@@ -137,7 +137,7 @@ func TestCalibratedClientCalls(t *testing.T) {
 	w := measure(t, []int{client.pid()}, func() { stats = client.calls(t) })
 	target := targetOf(t, w.run, client.pid())
 	routes := clientCalls(t, target)
-	route := profile.RouteKey{Route: "GET /calibrated → " + peer, Peer: peer}
+	route := profile.RouteKey{Route: "GET /calibrated -> " + peer, Peer: peer}
 	sum := routes[route]
 	own := float64(stats.CallThreadsCPUNs) / float64(stats.Calls) / 1e3
 	mean := float64(sum.CPUNs) / float64(max(sum.Requests, 1)) / 1e3

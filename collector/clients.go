@@ -114,11 +114,11 @@ func (n *peerNames) name(raw reqprofBackendPeer) string {
 }
 
 // clientRouteSep joins a call's name and its peer.
-const clientRouteSep = " → "
+const clientRouteSep = " -> "
 
 // appendClientRoute appends a client call's route: its name, as a
 // server's request would be named from the same bytes, and its peer
-// ("GET /users → 127.0.0.1:9400"). A name of no method (the bytes not
+// ("GET /users -> 127.0.0.1:9400"). A name of no method (the bytes not
 // recognised: ":0") is the peer alone; "tls :0", "h2 :0" keep their word.
 func appendClientRoute(dst []byte, name, peer string) []byte {
 	switch {

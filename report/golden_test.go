@@ -242,6 +242,7 @@ func goldenCases() []goldenCase {
 		{name: "sampled", run: sampledRun()},
 		{name: "stacks", run: stacksRun()},
 		{name: "stacks_by_port", run: stacksRun(), summarize: SummarizeOptions{GroupBy: GroupByPort}},
+		{name: "client_and_server", run: clientAndServerRun()},
 		{name: "zero_requests", run: profile.Run{
 			Duration: 5 * time.Second,
 			Targets: []profile.Target{{
