@@ -408,6 +408,20 @@ static __always_inline struct conn_state *stdio_conn_of(__u64 cookie, __u32 targ
 	return fresh ? insert_conn(cookie, fresh) : 0;
 }
 
+/* The client's end of a stdio channel (a pipe to the stdin of a server
+ * it spawned, or from its stdout), created on its first sight: a client's
+ * connection, its calls counted from here, as a socket's, the peer left
+ * unknown (the collector names it stdio). */
+static __always_inline struct conn_state *client_pipe_of(__u64 cookie, __u32 target, __u32 tid, bool reading)
+{
+	struct conn_state *fresh = fresh_conn(target, tid, reading ? PHASE_RESPONDING : PHASE_IDLE, ROLE_SERVER,
+					      REQ_CLIENT, 0);
+	if (!fresh)
+		return 0;
+	fresh->rec.flags |= reading ? REQ_START_UNSEEN : 0;
+	return insert_conn(cookie, fresh);
+}
+
 /* A server connection's state, or NULL for any other connection. */
 static __always_inline struct conn_state *served_conn(__u64 cookie)
 {

@@ -300,12 +300,22 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 		return;
 	struct sock_op op = {.st = st, .tid = tid, .cookie = *cookie};
 	op.c = bpf_map_lookup_elem(&conns, cookie);
+	bool client = *cookie & STDIO_CLIENT;
 	if (!op.c) {
-		if (!reading)
+		if (!reading && !client)
 			return;
-		op.c = stdio_conn_of(*cookie, st->target, tid);
+		op.c = client ? client_pipe_of(*cookie, st->target, tid, reading) : stdio_conn_of(*cookie, st->target, tid);
 		if (!op.c)
 			return;
+	}
+	if (client) {
+		/* The client's end of a server it spawned: it writes calls to
+		 * the server's stdin and reads their answers from its stdout. */
+		if (reading)
+			answer_read(&op, ret);
+		else
+			call_written(&op, ret);
+		return;
 	}
 	if (reading) {
 		if (cfg.capture_bytes)

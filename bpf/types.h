@@ -54,6 +54,9 @@ enum limits {
 	/* Most requests an asyncio loop's iteration resumes, in order, in the
 	 * next one (backends.h). */
 	LOOP_QUEUE = 16,
+	/* The bit of a stdio channel's id that marks a client's end of it
+	 * (STDIO_CLIENT). */
+	STDIO_CLIENT_BIT = 62,
 };
 
 #define AF_UNIX 1
@@ -618,6 +621,11 @@ struct {
 	__type(value, __u8); /* unused */
 } listen_unix SEC(".maps");
 
+/* In a stdio channel's id: the descriptor is a client's end of it, a
+ * pipe to a server's stdin or from its stdout, on which the client writes
+ * its calls and reads their answers (REQ_CLIENT). */
+#define STDIO_CLIENT (1ULL << STDIO_CLIENT_BIT)
+
 /* A descriptor of a target process that carries requests without a
  * socket: its stdin and stdout (MCP's stdio transport), both the same
  * channel. */
@@ -630,7 +638,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct stdio_key);
-	__type(value, __u64); /* the channel's id, as a connection's cookie */
+	__type(value, __u64); /* the channel's id, as a connection's cookie; STDIO_CLIENT: a client's end */
 } stdio_fds SEC(".maps");
 
 /* The path being looked up: too large for the stack of the programs that

@@ -155,3 +155,103 @@ func TestCalibratedClientCalls(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// TestMCPClientAndItsServers attaches to the MCP Go SDK's client alone,
+// following its children: the mcpserver --compare driver, which spawns the
+// server over stdio (CommandTransport) and over streamable HTTP, and calls
+// both. In one target, the client's calls (over the stdio pipes, and over
+// TCP) are requests of their own, named by their JSON-RPC method and
+// peer, each counted as made, and each server's requests as it answered
+// them; the target has both ends, with their sum.
+func TestMCPClientAndItsServers(t *testing.T) {
+	requireBPF(t)
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
+	const calls = 200 // of each tool on each server
+	cmd := exec.Command(bin, "--compare", "--calls", strconv.Itoa(calls), "--light", "100us", "--heavy", "400us", "--linger", "1m")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	out := bufio.NewReader(stdout)
+	readUntil := func(prefix string) string {
+		t.Helper()
+		for {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatalf("mcpserver --compare: %v", err)
+			}
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		}
+	}
+	pids := readUntil("stdio server pid")
+	var stdioPID, httpPID int
+	var endpoint string
+	if _, err := fmt.Sscanf(pids, "stdio server pid %d; http server pid %d at %s", &stdioPID, &httpPID, &endpoint); err != nil {
+		t.Fatalf("%q: %v", pids, err)
+	}
+	readUntil("calling at SIGUSR1")
+	w := measureConfig(t, []int{cmd.Process.Pid}, func(cfg *collector.Config) { cfg.FollowChildren = true }, func() {
+		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		readUntil("servers up for")
+	})
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	httpPeer := strings.TrimPrefix(strings.TrimSuffix(strings.TrimSpace(endpoint), "/mcp"), "http://")
+	routes := map[string]profile.Totals{}
+	var names []string
+	for key, sum := range target.RouteTotals {
+		routes[key.Route] = sum
+		names = append(names, fmt.Sprintf("%s (%d)", key.Route, sum.Requests))
+	}
+	t.Logf("role %s (%s); routes %q", target.Role, target.RoleFrom, names)
+	if target.Role != profile.RoleBoth {
+		t.Errorf("role %q, want both: a client with the servers it spawned", target.Role)
+	}
+	mean := func(name string) float64 {
+		s := routes[name]
+		return float64(s.CPUNs) / float64(max(s.Requests, 1)) / 1e3
+	}
+	for _, tool := range []string{"light", "heavy"} {
+		for _, name := range []string{
+			"tools/call " + tool + " -> stdio",                  // the client's calls over the pipes
+			"tools/call " + tool,                                // the stdio server's requests
+			"POST /mcp tools/call " + tool + " -> " + httpPeer, // the client's calls over TCP
+			"POST /mcp tools/call " + tool,                      // the HTTP server's requests
+		} {
+			if got := routes[name].Requests; got != calls {
+				t.Errorf("%q: %d, want the %d made", name, got, calls)
+			}
+		}
+		t.Logf("%s: stdio client %.1f µs a call + server %.1f µs = %.1f; http client %.1f µs + server %.1f µs = %.1f", tool,
+			mean("tools/call "+tool+" -> stdio"), mean("tools/call "+tool), mean("tools/call "+tool+" -> stdio")+mean("tools/call "+tool),
+			mean("POST /mcp tools/call "+tool+" -> "+httpPeer), mean("POST /mcp tools/call "+tool),
+			mean("POST /mcp tools/call "+tool+" -> "+httpPeer)+mean("POST /mcp tools/call "+tool))
+	}
+	var client, server uint64
+	for key, sum := range target.RouteTotals {
+		if key.Peer != "" {
+			client += sum.CPUNs
+		} else {
+			server += sum.CPUNs
+		}
+	}
+	if client == 0 || server == 0 {
+		t.Errorf("client calls' CPU %d ns, servers' requests' %d ns: want both", client, server)
+	}
+	attributed := float64(target.AttributedNs()) / float64(target.ProcessNs())
+	t.Logf("attributed %.1f%% of the client's and its servers' CPU", 100*attributed)
+	if attributed < 0.80 {
+		t.Errorf("attributed %.1f%%, want at least 80%%", 100*attributed)
+	}
+}

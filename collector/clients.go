@@ -49,14 +49,20 @@ func ValidRole(role string) bool {
 // setRole chooses the target's role, given or detected, and tells the
 // programs. Detected: a client when none of its processes listens on a
 // port or a Unix socket or has a stdio channel of requests (stdin a pipe
-// or socket), a server otherwise; a proxy, which does both, is one only
-// when given.
+// or socket), a server otherwise, both when it also spawned a server it
+// speaks to over stdio (followed as one target); a proxy, which serves
+// and calls on sockets, is one only when given. The client's ends of
+// stdio channels are found here: they carry calls whatever the role.
 func (p *process) setRole(objs *bpfObjects, index int, given string, stdio StdioMode) error {
+	p.clientPipes = p.findClientPipes(stdio)
 	p.role, p.roleFrom = given, RoleGiven
 	if given == "" {
 		p.role, p.roleFrom = profile.RoleClient, RoleDetected
 		if p.serves(stdio) {
 			p.role = profile.RoleServer
+			if len(p.clientPipes) > 0 {
+				p.role = profile.RoleBoth
+			}
 		}
 	}
 	role := reqprofTargetRoleTARGET_SERVES
@@ -109,6 +115,9 @@ func (n *peerNames) name(raw reqprofBackendPeer) string {
 		return otherPeers
 	}
 	name := p.name()
+	if p.family == 0 {
+		name = "stdio" // a pipe to a server's stdio: no socket, no address
+	}
 	n.names[p] = name
 	return name
 }
@@ -172,4 +181,86 @@ func listeningInode(f *os.File, inodes map[uint64]bool) bool {
 		}
 	}
 	return false
+}
+
+// clientPipe is a descriptor by which a target's process speaks to the
+// stdio of a server it spawned: the write end of the server's stdin, or
+// the read end of its stdout.
+type clientPipe struct {
+	pid, fd int
+	server  int // the server's pid
+}
+
+// findClientPipes lists the descriptors of the target's processes that
+// are the other ends of a member's stdin and stdout pipes: a client and
+// the server it spawned over stdio, both followed (--follow-children).
+func (p *process) findClientPipes(stdio StdioMode) []clientPipe {
+	if stdio == StdioOff || len(p.members) == 0 {
+		return nil
+	}
+	pids := append([]int{p.PID}, p.members...)
+	var pipes []clientPipe
+	for _, server := range pids {
+		in, out := pipeInode(server, 0), pipeInode(server, 1)
+		if in == "" || out == "" || in == out {
+			continue
+		}
+		for _, client := range pids {
+			if client == server {
+				continue
+			}
+			for fd, link := range descriptors(client) {
+				if link == in || link == out {
+					pipes = append(pipes, clientPipe{pid: client, fd: fd, server: server})
+				}
+			}
+		}
+	}
+	return pipes
+}
+
+// pipeInode is "pipe:[N]" when pid's descriptor fd is a pipe, else "".
+func pipeInode(pid, fd int) string {
+	link, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", strconv.Itoa(fd)))
+	if err != nil || !strings.HasPrefix(link, "pipe:[") {
+		return ""
+	}
+	return link
+}
+
+// descriptors are pid's open descriptors and what they link to.
+func descriptors(pid int) map[int]string {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	links := map[int]string{}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if link, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
+			links[fd] = link
+		}
+	}
+	return links
+}
+
+// clientPipeCookie is the id of the client's end of server's stdio: its
+// stdio channel's, with the client bit.
+func clientPipeCookie(server int) uint64 {
+	return stdioCookie(server) | 1<<reqprofLimitsSTDIO_CLIENT_BIT
+}
+
+// registerClientPipes tells the programs which descriptors are clients'
+// ends of stdio channels; it returns how many.
+func registerClientPipes(objs *bpfObjects, pipes []clientPipe) (int, error) {
+	for _, c := range pipes {
+		if err := objs.StdioFds.Put(reqprofStdioKey{Tgid: uint32(c.pid), Fd: uint32(c.fd)}, clientPipeCookie(c.server)); err != nil {
+			return 0, fmt.Errorf("registering the pipes of %d to %d: %w", c.pid, c.server, err)
+		}
+	}
+	return len(pipes), nil
 }

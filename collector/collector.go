@@ -136,6 +136,9 @@ type process struct {
 	// role is what its outbound connections are (a profile.Role*
 	// value), and roleFrom how it was chosen.
 	role, roleFrom string
+	// clientPipes are its processes' ends of the stdio of a server it
+	// spawned, found at the window's opening.
+	clientPipes []clientPipe
 	finished       *finishedRequests
 	kernel         *kernelTally
 }
@@ -423,6 +426,11 @@ func openWindow(objs *bpfObjects, procs []*process, cfg Config) (startNs uint64,
 			}
 			channels += n
 		}
+		n, err := registerClientPipes(objs, p.clientPipes)
+		if err != nil {
+			return 0, err
+		}
+		channels += n
 	}
 	if err := objs.StdioChannels.Set(uint32(channels)); err != nil {
 		return 0, fmt.Errorf("registering stdio channels: %w", err)

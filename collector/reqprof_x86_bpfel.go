@@ -173,6 +173,7 @@ const (
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
 	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
 	reqprofLimitsLOOP_QUEUE           reqprofLimits = 16
+	reqprofLimitsSTDIO_CLIENT_BIT     reqprofLimits = 62
 )
 
 type reqprofRecordFlags uint32
