@@ -224,10 +224,10 @@ func TestMCPClientAndItsServers(t *testing.T) {
 	}
 	for _, tool := range []string{"light", "heavy"} {
 		for _, name := range []string{
-			"tools/call " + tool + " -> stdio",                  // the client's calls over the pipes
-			"tools/call " + tool,                                // the stdio server's requests
+			"tools/call " + tool + " -> stdio",                 // the client's calls over the pipes
+			"tools/call " + tool,                               // the stdio server's requests
 			"POST /mcp tools/call " + tool + " -> " + httpPeer, // the client's calls over TCP
-			"POST /mcp tools/call " + tool,                      // the HTTP server's requests
+			"POST /mcp tools/call " + tool,                     // the HTTP server's requests
 		} {
 			if got := routes[name].Requests; got != calls {
 				t.Errorf("%q: %d, want the %d made", name, got, calls)

@@ -139,8 +139,8 @@ type process struct {
 	// clientPipes are its processes' ends of the stdio of a server it
 	// spawned, found at the window's opening.
 	clientPipes []clientPipe
-	finished       *finishedRequests
-	kernel         *kernelTally
+	finished    *finishedRequests
+	kernel      *kernelTally
 }
 
 // Run profiles the targets for one window and returns what it measured.
