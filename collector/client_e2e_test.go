@@ -14,6 +14,8 @@ import (
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calclient"
+	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/grpcserver"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -253,5 +255,35 @@ func TestMCPClientAndItsServers(t *testing.T) {
 	t.Logf("attributed %.1f%% of the client's and its servers' CPU", 100*attributed)
 	if attributed < 0.80 {
 		t.Errorf("attributed %.1f%%, want at least 80%%", 100*attributed)
+	}
+}
+
+// TestGRPCClientCalls profiles grpc-go's client calling the grpc-go test
+// server on 2 connections opened in the window: each call is a request
+// named by its method path and peer, counted as the client made them.
+func TestGRPCClientCalls(t *testing.T) {
+	requireBPF(t)
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
+	srv, err := calserver.Spawn(exec.Command(bin, "--light", "20us", "--heavy", "20us"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	const calls = 4000
+	client := startCalclient(t, "--kind", "grpc", "--addr", srv.Addr, "--conns", "2", "--calls", strconv.Itoa(calls))
+	var stats calclient.Stats
+	w := measure(t, []int{client.pid()}, func() { stats = client.calls(t) })
+	target := targetOf(t, w.run, client.pid())
+	routes := clientCalls(t, target)
+	key := profile.RouteKey{Route: grpcserver.Methods.Light + " -> " + srv.Addr, Peer: srv.Addr}
+	got := routes[key]
+	perCall := float64(stats.ProcessCPUNs) / float64(stats.Calls) / 1e3
+	t.Logf("grpc client: %d calls, reqprof %d on %q (protocol %s), %.1f µs a call, the client's own %.1f µs; per burst %v; routes %v",
+		stats.Calls, got.Requests, key.Route, got.Protocol, meanTotalsUs(got), perCall, target.PerBurst, len(routes))
+	if got.Requests != calls {
+		t.Errorf("calls: reqprof %d on %q, the client made %d", got.Requests, key.Route, calls)
+	}
+	if got.Protocol != "grpc" {
+		t.Errorf("protocol %q, want grpc", got.Protocol)
 	}
 }

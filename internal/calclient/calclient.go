@@ -9,6 +9,9 @@
 //
 //   - "nethttp": Go's net/http client (a Transport with --conns idle
 //     connections), each call's body read whole;
+//   - "grpc": grpc-go's client (internal/grpcserver's Light method), one
+//     call at a time on each connection, which opens at its first call,
+//     after SIGUSR1;
 //   - "raw": each goroutine locked to its thread writes the request and
 //     reads the response itself, then burns --burn of CPU (the calibrated
 //     loop of calserver), so that every ns of the thread is the call's: it
@@ -20,6 +23,7 @@ package calclient
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -35,8 +39,10 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
 
 	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/grpcserver"
 	"github.com/reqprof/reqprof/internal/loadgen"
 )
 
@@ -64,8 +70,8 @@ func Main(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *addr == "" || *conns < 1 || *calls < *conns || (*kind != "nethttp" && *kind != "raw") {
-		fmt.Fprintln(os.Stderr, "calclient: give --addr, --kind nethttp|raw, --conns >= 1, --calls >= conns")
+	if *addr == "" || *conns < 1 || *calls < *conns || (*kind != "nethttp" && *kind != "raw" && *kind != "grpc") {
+		fmt.Fprintln(os.Stderr, "calclient: give --addr, --kind nethttp|raw|grpc, --conns >= 1, --calls >= conns")
 		return 2
 	}
 	start := make(chan os.Signal, 1)
@@ -74,9 +80,12 @@ func Main(args []string) int {
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	var c caller
 	var err error
-	if *kind == "raw" {
+	switch *kind {
+	case "raw":
 		c, err = dialRaw(*addr, *path, *conns, calserver.IterationsFor(*burn))
-	} else {
+	case "grpc":
+		c, err = dialGRPC(*addr, *conns)
+	default:
 		c, err = newNetHTTP(*addr, *path, *conns)
 	}
 	if err != nil {
@@ -210,4 +219,29 @@ func (r *raw) calls(i, n int) (uint64, error) {
 		calserver.Burn(r.iterations)
 	}
 	return uint64(calserver.ThreadCPU() - t0), nil
+}
+
+// grpcCalls calls grpcserver's Light method with grpc-go.
+type grpcCalls struct {
+	conns []*grpc.ClientConn
+}
+
+func dialGRPC(addr string, conns int) (*grpcCalls, error) {
+	g := &grpcCalls{}
+	for range conns {
+		cc, err := grpcserver.Dial(addr)
+		if err != nil {
+			return nil, err
+		}
+		g.conns = append(g.conns, cc)
+	}
+	return g, nil
+}
+
+func (g *grpcCalls) calls(i, n int) (uint64, error) {
+	done, err := grpcserver.LoadOn(context.Background(), g.conns[i], 1, n, []string{grpcserver.Methods.Light})
+	if err == nil && done[grpcserver.Methods.Light] != uint64(n) {
+		err = fmt.Errorf("%d of %d calls done", done[grpcserver.Methods.Light], n)
+	}
+	return 0, err
 }
