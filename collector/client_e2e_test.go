@@ -287,3 +287,51 @@ func TestGRPCClientCalls(t *testing.T) {
 		t.Errorf("protocol %q, want grpc", got.Protocol)
 	}
 }
+
+// TestClientCallingItself: a process that serves HTTP and calls itself on
+// loopback (a proxy's shape, and a connection to its own port), given
+// --role both: each call is counted once as a call, named with its peer,
+// and each request once as a request served, and the two are told apart.
+// Detected, it is a server: its calls are no requests.
+func TestClientCallingItself(t *testing.T) {
+	requireBPF(t)
+	const calls = 4000
+	for _, role := range []string{profile.RoleBoth, ""} {
+		client := startCalclient(t, "--serve-self", "--kind", "nethttp", "--conns", "2", "--calls", strconv.Itoa(calls), "--path", "/self")
+		var stats calclient.Stats
+		w := measureConfig(t, []int{client.pid()}, func(cfg *collector.Config) { cfg.Role = role }, func() { stats = client.calls(t) })
+		target := targetOf(t, w.run, client.pid())
+		var called, served profile.Totals
+		var peer string
+		names := map[string]int{}
+		for key, sum := range target.RouteTotals {
+			names[key.Route] = sum.Requests
+			if key.Peer != "" {
+				called.Merge(sum)
+				peer = key.Peer
+			} else {
+				served.Merge(sum)
+			}
+		}
+		t.Logf("--role %q: %s (%s); %d calls made; calls %d (%.1f µs), served %d (%.1f µs); routes %v",
+			role, target.Role, target.RoleFrom, stats.Calls, called.Requests, meanTotalsUs(called), served.Requests, meanTotalsUs(served), names)
+		if uint64(served.Requests) != stats.Calls {
+			t.Errorf("--role %q: %d requests served, %d calls made", role, served.Requests, stats.Calls)
+		}
+		if served.Requests > 0 && names["GET /self"] != served.Requests {
+			t.Errorf("--role %q: requests served are not all GET /self: %v", role, names)
+		}
+		if role == "" {
+			if target.Role != profile.RoleServer || called.Requests != 0 {
+				t.Errorf("detected: role %q, %d calls: want a server's, none", target.Role, called.Requests)
+			}
+			continue
+		}
+		if target.Role != profile.RoleBoth || uint64(called.Requests) != stats.Calls {
+			t.Errorf("--role both: role %q, %d calls counted, %d made", target.Role, called.Requests, stats.Calls)
+		}
+		if names["GET /self -> "+peer] != called.Requests {
+			t.Errorf("calls not all named GET /self -> %s: %v", peer, names)
+		}
+	}
+}

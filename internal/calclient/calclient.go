@@ -67,8 +67,18 @@ func Main(args []string) int {
 	calls := fs.Int("calls", 10000, "calls in all, on SIGUSR1")
 	path := fs.String("path", "/", "the path called")
 	burn := fs.Duration("burn", 0, "raw: CPU burnt after each answer, calibrated")
+	self := fs.Bool("serve-self", false, "also serve HTTP on loopback (net/http) and call that, itself, instead of --addr: a client and a server in one process")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *self {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "calclient:", err)
+			return 1
+		}
+		go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
+		*addr = ln.Addr().String()
 	}
 	if *addr == "" || *conns < 1 || *calls < *conns || (*kind != "nethttp" && *kind != "raw" && *kind != "grpc") {
 		fmt.Fprintln(os.Stderr, "calclient: give --addr, --kind nethttp|raw|grpc, --conns >= 1, --calls >= conns")
