@@ -335,3 +335,95 @@ func TestClientCallingItself(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncioClientCalls: an asyncio client's 4 connections' calls
+// interleave on its one loop thread; each connection's task burns a CPU
+// of its own after each answer (100, 200, 300, 400 µs, in a loop
+// calibrated on the thread's clock, with no syscall: a syscall ends a
+// task's piece of the loop's iteration). With the asyncio model (detected), each call's CPU is its
+// task's: the calls are counted as made, each path's mean CPU above the
+// first's by what their burns are apart, and the all-in CPU per call is
+// the client's own.
+func TestAsyncioClientCalls(t *testing.T) {
+	requireBPF(t)
+	python := lookPathOrFail(t, "python3")
+	nginxBin := lookPathOrFail(t, "nginx")
+	_, port := startNginx(t, nginxBin, 1)
+	peer := fmt.Sprintf("127.0.0.1:%d", port)
+	const calls = 3200 // under nginx's 1000 a connection
+	cmd := exec.Command(python, "../internal/calclient/asyncio_client.py", "--addr", peer, "--conns", "4",
+		"--calls", strconv.Itoa(calls), "--burn-us", "100")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("asyncio client: %q, %v", line, err)
+	}
+	var stats struct {
+		Calls        uint64 `json:"calls"`
+		ProcessCPUNs uint64 `json:"process_cpu_ns"`
+		Paths        map[string]struct {
+			Calls  int    `json:"calls"`
+			BurnNs uint64 `json:"burn_ns"` // one call's
+		} `json:"paths"`
+	}
+	w := measure(t, []int{cmd.Process.Pid}, func() {
+		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("asyncio client: %v", err)
+		}
+		if err := json.Unmarshal([]byte(line), &stats); err != nil {
+			t.Fatalf("asyncio client printed %q: %v", line, err)
+		}
+	})
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	routes := clientCalls(t, target)
+	route := func(path string) profile.Totals {
+		return routes[profile.RouteKey{Route: "GET " + path + " -> " + peer, Peer: peer}]
+	}
+	base, baseBurn := route("/c0"), float64(stats.Paths["/c0"].BurnNs)/1e3
+	got := target.Finished.Requests
+	perCall := float64(stats.ProcessCPUNs) / float64(stats.Calls) / 1e3
+	t.Logf("asyncio client (runtime %s, %s): %d calls, reqprof %d; CPU per call: own %.1f µs, reqprof %.1f µs; interleaved %d ns",
+		target.Runtime, target.RuntimeFrom, stats.Calls, got, perCall, meanFinishedCPUUs(target), target.Finished.InterleavedNs)
+	// Each path's calls burn a step (100 µs) more than the path before:
+	// its mean is above that path's by more than half a step when the
+	// split follows the tasks (a piece given to the wrong task blurs the
+	// steps, or inverts them). How close each step comes to the burn's is
+	// logged: the burns, measured before the calls, vary by 15% from run
+	// to run on a loaded machine, too much to bound the split by.
+	prev := base
+	for i := 1; i < 4; i++ {
+		path := fmt.Sprintf("/c%d", i)
+		r, own := route(path), stats.Paths[path]
+		burnDiff := float64(own.BurnNs)/1e3 - baseBurn
+		diff := meanTotalsUs(r) - meanTotalsUs(base)
+		t.Logf("%s: %d calls, %.1f µs a call, %.1f above /c0; its burn %.1f above /c0's", path, r.Requests, meanTotalsUs(r), diff, burnDiff)
+		if step := meanTotalsUs(r) - meanTotalsUs(prev); step < 50 {
+			t.Errorf("%s: its calls' CPU %.1f µs above the path before's, whose burn is 100 µs less", path, step)
+		}
+		prev = r
+	}
+	if target.Runtime != "asyncio" {
+		t.Errorf("runtime %q, want asyncio detected", target.Runtime)
+	}
+	if !within(float64(got), float64(stats.Calls), 0.01) {
+		t.Errorf("calls: reqprof %d, the client %d", got, stats.Calls)
+	}
+	if !within(meanFinishedCPUUs(target), perCall, 0.10) {
+		t.Errorf("CPU per call: reqprof %.1f µs, the client's own %.1f µs: more than 10%% off", meanFinishedCPUUs(target), perCall)
+	}
+}
