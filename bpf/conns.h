@@ -353,6 +353,15 @@ static __always_inline struct conn_state *insert_conn(__u64 cookie, struct conn_
 	return c;
 }
 
+/* Whether target's outbound connections are a client's, each call on
+ * them a request of its own (TARGET_CALLS): looked up only when an
+ * outbound connection is first seen. */
+static __always_inline bool calls_are_requests(__u32 target)
+{
+	__u32 *role = bpf_map_lookup_elem(&target_roles, &target);
+	return role && *role == TARGET_CALLS;
+}
+
 /* A connection's state, created on its first sight in phase, with flags;
  * just_read is what the operation that sees it read. */
 static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie, __u32 target, __u32 tid,
@@ -367,6 +376,19 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	 * counted from here. */
 	__u32 conn_flags = served && !port ? REQ_UNIX : 0;
 	__u32 role = served ? ROLE_SERVER : outbound_stream(sk) ? ROLE_OUTBOUND : ROLE_OTHER;
+	bool client = role == ROLE_OUTBOUND && calls_are_requests(target);
+	if (client) {
+		/* Served as a request of its own, the other way round: a call
+		 * starts with a write, and a read first seen answers a call
+		 * written before the window. Its bytes written are counted from
+		 * here, as a Unix socket's read. */
+		role = ROLE_SERVER;
+		conn_flags = REQ_CLIENT;
+		bool first_read = just_read > 0;
+		phase = first_read ? PHASE_RESPONDING : PHASE_IDLE;
+		flags = first_read ? REQ_START_UNSEEN : 0;
+		port = 0;
+	}
 	struct conn_state *fresh = fresh_conn(target, tid, phase, role, conn_flags, port);
 	if (!fresh)
 		return 0;
@@ -380,6 +402,8 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	 * connection needs it. */
 	if (c && role == ROLE_OUTBOUND)
 		peer_of(sk, &c->link.peer);
+	if (c && client)
+		peer_of(sk, &c->rec.peer);
 	if (c && served && watch_setups) {
 		/* Accepted by a target: its setup is the connection's. */
 		__u64 key = (__u64)sk;
@@ -395,6 +419,20 @@ static __always_inline struct conn_state *stdio_conn_of(__u64 cookie, __u32 targ
 {
 	struct conn_state *fresh = fresh_conn(target, tid, PHASE_IDLE, ROLE_SERVER, REQ_STDIO, 0);
 	return fresh ? insert_conn(cookie, fresh) : 0;
+}
+
+/* The client's end of a stdio channel (a pipe to the stdin of a server
+ * it spawned, or from its stdout), created on its first sight: a client's
+ * connection, its calls counted from here, as a socket's, the peer left
+ * unknown (the collector names it stdio). */
+static __always_inline struct conn_state *client_pipe_of(__u64 cookie, __u32 target, __u32 tid, bool reading)
+{
+	struct conn_state *fresh = fresh_conn(target, tid, reading ? PHASE_RESPONDING : PHASE_IDLE, ROLE_SERVER,
+					      REQ_CLIENT, 0);
+	if (!fresh)
+		return 0;
+	fresh->rec.flags |= reading ? REQ_START_UNSEEN : 0;
+	return insert_conn(cookie, fresh);
 }
 
 /* A server connection's state, or NULL for any other connection. */
@@ -437,6 +475,34 @@ static __always_inline void read_buffer(struct thread_serving *sv, struct pt_reg
 		return;
 	sv->read_buf = first[0];
 	sv->read_len = first[1];
+}
+
+/* Sets, as read_buffer does for a read, the user buffer a client's
+ * write-like syscall sends its call from, and its size: read from the
+ * thread's registers at the socket's tracepoint, so only a write on a
+ * client's connection pays for it. The write-like syscalls take their
+ * buffers where their read-like twins do. */
+static __always_inline void call_buffer(struct thread_serving *sv)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	long nr = regs ? BPF_CORE_READ(regs, orig_ax) : -1;
+	switch (nr) {
+	case NR_WRITE:
+		nr = NR_READ;
+		break;
+	case NR_SENDTO:
+		nr = NR_RECVFROM;
+		break;
+	case NR_WRITEV:
+		nr = NR_READV;
+		break;
+	case NR_SENDMSG:
+		nr = NR_RECVMSG;
+		break;
+	default:
+		nr = -1; /* sendfile, splice, io_uring: no buffer of the caller's */
+	}
+	read_buffer(sv, regs, nr);
 }
 
 /* Appends ret bytes read into buf to the request's capture, up to

@@ -229,6 +229,57 @@ __attribute__((noinline)) int received(struct thread_state *st, struct conn_stat
 	return 0;
 }
 
+/* ret bytes of a client's call written by op's thread on its connection
+ * (REQ_CLIENT): as received() for a server's request, the other way
+ * round. The first write after an answer starts a call, which ends the
+ * one answered; its bytes, from the write's buffer, name it. */
+static __always_inline void call_written(struct sock_op *op, int ret)
+{
+	struct conn_state *c = op->c;
+	bool writing = c->phase == PHASE_READING;
+	bool interleaved = !writing && interleaves(op->st, op->cookie);
+	turn_to_request(op, writing);
+	if (!writing) {
+		begin_request(c, op->cookie, op->tid);
+		if (interleaved)
+			c->rec.flags |= REQ_INTERLEAVED;
+	}
+	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
+	__sync_fetch_and_add(&c->rec.bytes_out, ret);
+	struct thread_serving *sv = &op->st->serving;
+	sv->read_buf = 0;
+	sv->read_len = 0;
+	if (cfg.capture_bytes)
+		call_buffer(sv);
+	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
+	__u32 captured = 0;
+	if (off == c->rec.stream_off + c->rec.payload_len)
+		captured = capture(&c->rec, sv->read_buf, got);
+	if (!writing && starts_http2(&c->rec))
+		c->follow_all = 1;
+	if (cfg.chunk_bytes)
+		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
+	note_goroutine(op->st, op->cookie);
+}
+
+/* ret bytes of the answer to a client's call read by op's thread: as
+ * sent() for a server's response. The thread goes on with the call it
+ * answers, at once or, on an asyncio loop, in its next iteration. */
+static __always_inline void answer_read(struct sock_op *op, int ret)
+{
+	struct conn_state *c = op->c;
+	turn_to_request(op, true);
+	__u64 now = bpf_ktime_get_ns();
+	c->phase = PHASE_RESPONDING;
+	if (!c->rec.first_write_ns)
+		c->rec.first_write_ns = now;
+	c->rec.end_ns = now;
+	__sync_fetch_and_add(&c->rec.bytes_in, ret);
+	op->st->serving.wrote = 1;
+	if (model_of(op->st) == RUNTIME_ASYNCIO)
+		loop_woke(&op->st->loop, op->cookie, 1);
+	note_goroutine(op->st, op->cookie);
+}
 
 /* ret bytes of a response written by op's thread. */
 static __always_inline void sent(struct sock_op *op, int ret)
@@ -289,12 +340,22 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 		return;
 	struct sock_op op = {.st = st, .tid = tid, .cookie = *cookie};
 	op.c = bpf_map_lookup_elem(&conns, cookie);
+	bool client = *cookie & STDIO_CLIENT;
 	if (!op.c) {
-		if (!reading)
+		if (!reading && !client)
 			return;
-		op.c = stdio_conn_of(*cookie, st->target, tid);
+		op.c = client ? client_pipe_of(*cookie, st->target, tid, reading) : stdio_conn_of(*cookie, st->target, tid);
 		if (!op.c)
 			return;
+	}
+	if (client) {
+		/* The client's end of a server it spawned: it writes calls to
+		 * the server's stdin and reads their answers from its stdout. */
+		if (reading)
+			answer_read(&op, ret);
+		else
+			call_written(&op, ret);
+		return;
 	}
 	if (reading) {
 		if (cfg.capture_bytes)
@@ -469,9 +530,12 @@ int BPF_PROG(on_sock_recv_length, struct sock *sk, int ret, int flags)
 		return 0;
 	}
 	struct sock_op op = {};
-	if (sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret))
-		received(op.st, op.c, op.cookie, op.tid, ret);
-	else if (op.c && op.c->role == ROLE_OUTBOUND)
+	if (sock_op_of(&op, sk, ret, PHASE_IDLE, 0, ret)) {
+		if (op.c->conn_flags & REQ_CLIENT)
+			answer_read(&op, ret);
+		else
+			received(op.st, op.c, op.cookie, op.tid, ret);
+	} else if (op.c && op.c->role == ROLE_OUTBOUND)
 		backend_read(op.st, op.c, ret);
 	if (op.st)
 		self_timed(SELF_SOCK, t0);
@@ -485,9 +549,12 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	 * request that started before it. */
 	__u64 t0 = self_timer();
 	struct sock_op op = {};
-	if (sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0))
-		sent(&op, ret);
-	else if (op.st && op.st->handoff.answer_to)
+	if (sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0)) {
+		if (op.c->conn_flags & REQ_CLIENT)
+			call_written(&op, ret);
+		else
+			sent(&op, ret);
+	} else if (op.st && op.st->handoff.answer_to)
 		answer_back(op.st); /* a pool thread's result, to its loop (asyncio's self-pipe) */
 	else if (op.c && op.c->role == ROLE_OUTBOUND)
 		backend_written(op.st, op.c, ret);

@@ -57,6 +57,9 @@ enum limits {
 	/* Most requests a target's pool queue holds (handoff.h); older ones
 	 * are overwritten. */
 	POOL_QUEUE = 128,
+	/* The bit of a stdio channel's id that marks a client's end of it
+	 * (STDIO_CLIENT). */
+	STDIO_CLIENT_BIT = 62,
 };
 
 #define AF_UNIX 1
@@ -81,6 +84,9 @@ enum limits {
 #define NR_WRITEV 20
 #define NR_RECVFROM 45
 #define NR_RECVMSG 47
+/* ... and of those whose buffer holds a client's call. */
+#define NR_SENDTO 44
+#define NR_SENDMSG 46
 #define NR_CLOSE 3
 /* ... and of those that accept a connection. */
 #define NR_ACCEPT 43
@@ -140,6 +146,19 @@ enum record_flags {
 	REQ_STDIO = 8,        /* it came on the process's stdin, its response on stdout */
 	REQ_BACKENDS = 16,    /* backend records for it precede it (struct backend_record) */
 	REQ_INTERLEAVED = 32, /* its thread began another request before answering it, in a runtime not modelled */
+	/* A call the target made on an outbound connection, its client's
+	 * request: start_ns its first write, first_write_ns and end_ns the
+	 * first and last read of its answer, bytes_out the call, bytes_in the
+	 * answer, the payload the call's first bytes written, peer whom it
+	 * called (conns.h: client_conn). */
+	REQ_CLIENT = 64,
+};
+
+/* What a target's outbound connections are (the collector sets it per
+ * target in target_roles). */
+enum target_role {
+	TARGET_SERVES = 0, /* backends of the requests it serves (backends.h) */
+	TARGET_CALLS = 1,  /* a client's: each call on them is a request of its own (REQ_CLIENT) */
 };
 
 /* What a ring-buffer record is: every record starts with its kind. */
@@ -193,6 +212,15 @@ struct cost {
 	struct syscall_slot syscalls[SYSCALL_SLOTS];
 };
 
+/* A peer of an outbound connection: its address (IPv4 in the first 4
+ * bytes), port, and family (AF_UNIX: a Unix socket, no address). */
+struct backend_peer {
+	__u8 addr[16];
+	__u16 port; /* host byte order */
+	__u16 family;
+	__u32 pad;
+};
+
 /* One finished request, the only thing sent to user space per request.
  * The payload is sent only up to payload_len. */
 struct request_record {
@@ -209,6 +237,8 @@ struct request_record {
 	 * accept, the thread or process made for the connection until it
 	 * first read it, and the close with what its closer did after it. */
 	__u64 setup_ns;
+	/* REQ_CLIENT: the peer it called; zero for a served request. */
+	struct backend_peer peer;
 	struct cost cost;
 	__u32 tgid;
 	__u32 tid; /* thread that read its first bytes */
@@ -216,15 +246,6 @@ struct request_record {
 	__u16 local_port;
 	__u16 payload_len;
 	__u8 payload[PAYLOAD_BUF]; /* its first bytes read, payload_len of them */
-};
-
-/* A peer of an outbound connection: its address (IPv4 in the first 4
- * bytes), port, and family (AF_UNIX: a Unix socket, no address). */
-struct backend_peer {
-	__u8 addr[16];
-	__u16 port; /* host byte order */
-	__u16 family;
-	__u32 pad;
 };
 
 /* What one request did with one backend. */
@@ -598,6 +619,7 @@ const enum sample_flags *unused_sample_flags __attribute__((unused));
 const enum self_kind *unused_self_kind __attribute__((unused));
 const struct backend_record *unused_backend_record __attribute__((unused));
 const enum runtime_model *unused_runtime_model __attribute__((unused));
+const enum target_role *unused_target_role __attribute__((unused));
 
 volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
@@ -659,6 +681,11 @@ struct {
 	__type(value, __u8); /* unused */
 } listen_unix SEC(".maps");
 
+/* In a stdio channel's id: the descriptor is a client's end of it, a
+ * pipe to a server's stdin or from its stdout, on which the client writes
+ * its calls and reads their answers (REQ_CLIENT). */
+#define STDIO_CLIENT (1ULL << STDIO_CLIENT_BIT)
+
 /* A descriptor of a target process that carries requests without a
  * socket: its stdin and stdout (MCP's stdio transport), both the same
  * channel. */
@@ -671,7 +698,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct stdio_key);
-	__type(value, __u64); /* the channel's id, as a connection's cookie */
+	__type(value, __u64); /* the channel's id, as a connection's cookie; STDIO_CLIENT: a client's end */
 } stdio_fds SEC(".maps");
 
 /* The path being looked up: too large for the stack of the programs that
@@ -752,6 +779,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } runtimes SEC(".maps");
+
+/* Per target: enum target_role, what its outbound connections are; read
+ * once per connection, when it is first seen. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} target_roles SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

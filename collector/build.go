@@ -170,6 +170,8 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		Goroutines:         p.goroutines,
 		Runtime:            p.runtime,
 		RuntimeFrom:        p.runtimeFrom,
+		Role:               p.role,
+		RoleFrom:           p.roleFrom,
 	}
 	if p.schedNsAt >= p.schedNs0 && len(p.members) == 0 && s.ChildrenFollowed == 0 {
 		t.SchedCPUNs = p.schedNsAt - p.schedNs0

@@ -81,6 +81,11 @@ type Config struct {
 	// Runtime names how every target resumes a request whose backend
 	// answered (a key of Runtimes); "" detects it per target.
 	Runtime string
+	// Role says what every target's outbound connections are: "client"
+	// or "both" (each call on them a request of its own, named with its
+	// peer), "server" (backends of the requests it serves); "" detects it
+	// per target (a client when it serves nothing). See Roles.
+	Role string
 	// OnProgress, if set, is called about once a second while the window
 	// is open with what the collector knows so far besides finished
 	// requests (see Progress).
@@ -136,8 +141,14 @@ type process struct {
 	// runtime is how its threads resume a request whose backend answered
 	// (a name in Runtimes), and runtimeFrom how it was chosen.
 	runtime, runtimeFrom string
-	finished             *finishedRequests
-	kernel               *kernelTally
+	// role is what its outbound connections are (a profile.Role*
+	// value), and roleFrom how it was chosen.
+	role, roleFrom string
+	// clientPipes are its processes' ends of the stdio of a server it
+	// spawned, found at the window's opening.
+	clientPipes []clientPipe
+	finished    *finishedRequests
+	kernel      *kernelTally
 }
 
 // Run profiles the targets for one window and returns what it measured.
@@ -393,6 +404,9 @@ func openWindow(objs *bpfObjects, procs []*process, cfg Config) (startNs uint64,
 		if err := p.prepare(objs, followChildren); err != nil {
 			return 0, err
 		}
+		if err := p.setRole(objs, i, cfg.Role, stdio); err != nil {
+			return 0, err
+		}
 	}
 	// Each target is registered, then opened: its threads' time counts
 	// from the opening (none before it, whenever the programs first see
@@ -430,6 +444,11 @@ func openWindow(objs *bpfObjects, procs []*process, cfg Config) (startNs uint64,
 			}
 			channels += n
 		}
+		n, err := registerClientPipes(objs, p.clientPipes)
+		if err != nil {
+			return 0, err
+		}
+		channels += n
 	}
 	if err := objs.StdioChannels.Set(uint32(channels)); err != nil {
 		return 0, fmt.Errorf("registering stdio channels: %w", err)
@@ -877,6 +896,10 @@ type consumeResult struct {
 	// self takes reqprof's own cost out of each request.
 	self     *selfCost
 	backends backendUses
+	// peers names client calls' peers; clientRoute is reused to name
+	// their routes.
+	peers       peerNames
+	clientRoute []byte
 }
 
 // consume reads finished requests until the reader is flushed. Its memory
@@ -997,8 +1020,11 @@ func (res *consumeResult) add(d decodedRecord) {
 		return
 	}
 	res.kernel[d.target].add(d.kernel, res.self.net(&d.request, d.kernel))
+	if d.flags&uint32(reqprofRecordFlagsREQ_CLIENT) != 0 {
+		d.request.Peer = res.peers.name(*d.peer)
+	}
 	if res.noPayload {
-		d.request.Route = res.names.name(nil, d.localPort)
+		d.request.Route = res.routeOf(res.names.name(nil, d.localPort), &d)
 		res.finish(d.target, d.request)
 		res.stacksFinished(&d, false, d.request.Route)
 		res.backendsFinished(&d, d.request.Route)
@@ -1015,10 +1041,9 @@ func (res *consumeResult) add(d decodedRecord) {
 		f.carry, f.carrying = profile.Request{}, false
 	}
 	res.messages[d.target] += uint64(s.messages)
-	channel := channelName(d.flags)
 	switch {
 	case s.fallback != "":
-		r.Route = res.names.intern(localName(fallbackName(&d), channel))
+		r.Route = res.names.intern(res.routeOf(fallbackName(&d), &d))
 		r.Protocol = s.protocol.String()
 		res.finish(d.target, r)
 		res.countPerBurst(d.target, s.fallback)
@@ -1034,13 +1059,10 @@ func (res *consumeResult) add(d decodedRecord) {
 		res.routes = res.routes[:0]
 		for i, found := range s.requests {
 			one := share(r, len(s.requests), i == 0)
-			one.Route = found.Name
-			if channel != "" {
-				one.Route = res.names.intern(localName(found.Name, channel))
-			}
+			one.Route = res.routeOf(found.Name, &d)
 			one.Protocol = found.Protocol.String()
 			res.finish(d.target, one)
-			res.routes = append(res.routes, profile.RouteKey{Route: one.Route, Port: d.localPort})
+			res.routes = append(res.routes, one.Key())
 		}
 		if res.stacks != nil {
 			res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
@@ -1056,8 +1078,21 @@ func (res *consumeResult) add(d decodedRecord) {
 // the one that does.
 func (res *consumeResult) backendsFinished(d *decodedRecord, route string) {
 	if d.flags&uint32(reqprofRecordFlagsREQ_BACKENDS) != 0 {
-		res.backends.finished(d.target, d.request.Conn, profile.RouteKey{Route: route, Port: d.localPort})
+		res.backends.finished(d.target, d.request.Conn, profile.RouteKey{Route: route, Port: d.localPort, Peer: d.request.Peer})
 	}
+}
+
+// routeOf is the route of a request of d named name: a client's call
+// with its peer, a request of a Unix socket or stdio channel with it.
+func (res *consumeResult) routeOf(name string, d *decodedRecord) string {
+	if d.request.Peer != "" {
+		res.clientRoute = appendClientRoute(res.clientRoute[:0], name, d.request.Peer)
+		return res.names.internBytes(res.clientRoute)
+	}
+	if channel := channelName(d.flags); channel != "" {
+		return res.names.intern(localName(name, channel))
+	}
+	return name
 }
 
 // finish counts r as a finished request of target, and hands it on to
@@ -1075,7 +1110,7 @@ func (res *consumeResult) stacksFinished(d *decodedRecord, carried bool, route s
 	if res.stacks == nil {
 		return
 	}
-	res.routes = append(res.routes[:0], profile.RouteKey{Route: route, Port: d.localPort})
+	res.routes = append(res.routes[:0], profile.RouteKey{Route: route, Port: d.localPort, Peer: d.request.Peer})
 	res.stacks.finished(d.request.Conn, uint64(d.request.Start), res.routes, carried)
 }
 

@@ -29,6 +29,8 @@ type decodedRecord struct {
 	payload   []byte // aliases the sample: valid until the next read
 	request   profile.Request
 	kernel    *reqprofCost // aliases the sample, for the per-cause breakdown
+	// peer is whom a client's call (REQ_CLIENT) called; aliases the sample.
+	peer *reqprofBackendPeer
 }
 
 // chunkHeaderSize is struct chunk_record up to its data.
@@ -121,6 +123,7 @@ func decodedOf(r *reqprofRequestRecord, payload []byte) decodedRecord {
 		streamOff: r.StreamOff,
 		payload:   payload,
 		kernel:    &r.Cost,
+		peer:      &r.Peer,
 		request:   requestOf(r),
 	}
 }

@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type reqprofBackendPeer struct {
+	_      structs.HostLayout
+	Addr   [16]uint8
+	Port   uint16
+	Family uint16
+	Pad    uint32
+}
+
 type reqprofBackendRecord struct {
 	_       structs.HostLayout
 	Kind    uint32
@@ -23,14 +31,8 @@ type reqprofBackendRecord struct {
 }
 
 type reqprofBackendUse struct {
-	_    structs.HostLayout
-	Peer struct {
-		_      structs.HostLayout
-		Addr   [16]uint8
-		Port   uint16
-		Family uint16
-		Pad    uint32
-	}
+	_        structs.HostLayout
+	Peer     reqprofBackendPeer
 	Calls    uint64
 	WaitNs   uint64
 	BytesIn  uint64
@@ -97,13 +99,7 @@ type reqprofConnState struct {
 		UnsentOut    uint64
 		Answering    uint32
 		OwnerInTail  uint32
-		Peer         struct {
-			_      structs.HostLayout
-			Addr   [16]uint8
-			Port   uint16
-			Family uint16
-			Pad    uint32
-		}
+		Peer         reqprofBackendPeer
 	}
 	OutOff  uint64
 	SetupSk uint64
@@ -180,6 +176,7 @@ const (
 	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
 	reqprofLimitsLOOP_QUEUE           reqprofLimits = 32
 	reqprofLimitsPOOL_QUEUE           reqprofLimits = 128
+	reqprofLimitsSTDIO_CLIENT_BIT     reqprofLimits = 62
 )
 
 type reqprofPoolQueue struct {
@@ -198,6 +195,7 @@ const (
 	reqprofRecordFlagsREQ_STDIO        reqprofRecordFlags = 8
 	reqprofRecordFlagsREQ_BACKENDS     reqprofRecordFlags = 16
 	reqprofRecordFlagsREQ_INTERLEAVED  reqprofRecordFlags = 32
+	reqprofRecordFlagsREQ_CLIENT       reqprofRecordFlags = 64
 )
 
 type reqprofRecordKind uint32
@@ -223,6 +221,7 @@ type reqprofRequestRecord struct {
 	BytesIn      uint64
 	BytesOut     uint64
 	SetupNs      uint64
+	Peer         reqprofBackendPeer
 	Cost         reqprofCost
 	Tgid         uint32
 	Tid          uint32
@@ -312,6 +311,13 @@ type reqprofSyscallSlot struct {
 	Calls uint32
 	Ns    uint64
 }
+
+type reqprofTargetRole uint32
+
+const (
+	reqprofTargetRoleTARGET_SERVES reqprofTargetRole = 0
+	reqprofTargetRoleTARGET_CALLS  reqprofTargetRole = 1
+)
 
 type reqprofTargetStats struct {
 	_                    structs.HostLayout
@@ -441,6 +447,7 @@ const (
 	reqprofMapStackScratch         = "stack_scratch"
 	reqprofMapStats                = "stats"
 	reqprofMapStdioFds             = "stdio_fds"
+	reqprofMapTargetRoles          = "target_roles"
 	reqprofMapTargets              = "targets"
 	reqprofMapThreadTemplate       = "thread_template"
 	reqprofMapThreads              = "threads"
@@ -487,6 +494,7 @@ const (
 	reqprofVarUnusedSelfKind       = "unused_self_kind"
 	reqprofVarUnusedSetupState     = "unused_setup_state"
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
+	reqprofVarUnusedTargetRole     = "unused_target_role"
 	reqprofVarUnusedUnixPath       = "unused_unix_path"
 	reqprofVarWatchSetups          = "watch_setups"
 	reqprofVarWatchUnix            = "watch_unix"
@@ -577,6 +585,7 @@ type reqprofMapSpecs struct {
 	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stats           *ebpf.MapSpec `ebpf:"stats"`
 	StdioFds        *ebpf.MapSpec `ebpf:"stdio_fds"`
+	TargetRoles     *ebpf.MapSpec `ebpf:"target_roles"`
 	Targets         *ebpf.MapSpec `ebpf:"targets"`
 	ThreadTemplate  *ebpf.MapSpec `ebpf:"thread_template"`
 	Threads         *ebpf.MapSpec `ebpf:"threads"`
@@ -609,6 +618,7 @@ type reqprofVariableSpecs struct {
 	UnusedSelfKind       *ebpf.VariableSpec `ebpf:"unused_self_kind"`
 	UnusedSetupState     *ebpf.VariableSpec `ebpf:"unused_setup_state"`
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
+	UnusedTargetRole     *ebpf.VariableSpec `ebpf:"unused_target_role"`
 	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
 	WatchSetups          *ebpf.VariableSpec `ebpf:"watch_setups"`
 	WatchUnix            *ebpf.VariableSpec `ebpf:"watch_unix"`
@@ -651,6 +661,7 @@ type reqprofMaps struct {
 	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
 	Stats           *ebpf.Map `ebpf:"stats"`
 	StdioFds        *ebpf.Map `ebpf:"stdio_fds"`
+	TargetRoles     *ebpf.Map `ebpf:"target_roles"`
 	Targets         *ebpf.Map `ebpf:"targets"`
 	ThreadTemplate  *ebpf.Map `ebpf:"thread_template"`
 	Threads         *ebpf.Map `ebpf:"threads"`
@@ -676,6 +687,7 @@ func (m *reqprofMaps) Close() error {
 		m.StackScratch,
 		m.Stats,
 		m.StdioFds,
+		m.TargetRoles,
 		m.Targets,
 		m.ThreadTemplate,
 		m.Threads,
@@ -709,6 +721,7 @@ type reqprofVariables struct {
 	UnusedSelfKind       *ebpf.Variable `ebpf:"unused_self_kind"`
 	UnusedSetupState     *ebpf.Variable `ebpf:"unused_setup_state"`
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
+	UnusedTargetRole     *ebpf.Variable `ebpf:"unused_target_role"`
 	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
 	WatchSetups          *ebpf.Variable `ebpf:"watch_setups"`
 	WatchUnix            *ebpf.Variable `ebpf:"watch_unix"`

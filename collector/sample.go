@@ -49,7 +49,7 @@ const sampleSeed = 0x7265717072_6f66
 // nothing, save for a route never seen before.
 func (f *finishedRequests) add(r profile.Request) {
 	f.totals.Add(r)
-	key := profile.RouteKey{Route: r.Route, Port: r.Port}
+	key := r.Key()
 	sum := f.byRoute[key]
 	sum.Add(r)
 	f.byRoute[key] = sum

@@ -41,6 +41,14 @@ type Request struct {
 	// queue the kernel cannot tell apart.
 	Interleaved bool
 
+	// Peer is, for a call the target made as a client on an outbound
+	// connection, whom it called ("127.0.0.1:9400", "[::1]:80", "unix");
+	// "" for a request it served. A call starts at its first write after
+	// the previous answer on its connection was read, its FirstWrite and
+	// End are the first and last read of its answer, BytesOut the call,
+	// BytesIn the answer.
+	Peer string
+
 	// SetupNs is the part of its CPU that was its connection's setup and
 	// teardown: the accept, the thread or process made for the
 	// connection until it first read it, the close and what the closing
@@ -171,6 +179,14 @@ type Target struct {
 	// followed). RuntimeFrom says how it was chosen.
 	Runtime     string
 	RuntimeFrom string
+	// Role is what its outbound connections were taken to be: RoleServer
+	// (backends of the requests it serves), RoleClient (its calls, each
+	// a request of its own, Request.Peer set), RoleBoth; RoleFrom says
+	// how it was chosen ("given", or "detected": a client when it
+	// listened on nothing and had no stdio channel). "" in runs saved
+	// before roles.
+	Role     string
+	RoleFrom string
 	// Backends are what its finished requests did with the peers of its
 	// outbound connections, per route and peer.
 	Backends []Backend
@@ -223,7 +239,7 @@ func (t Target) TotalsByRoute() map[RouteKey]Totals {
 func RouteTotalsOf(reqs []Request) map[RouteKey]Totals {
 	byRoute := map[RouteKey]Totals{}
 	for _, r := range reqs {
-		key := RouteKey{Route: r.Route, Port: r.Port}
+		key := r.Key()
 		sum := byRoute[key]
 		sum.Add(r)
 		byRoute[key] = sum
@@ -365,7 +381,22 @@ func (t *Totals) Merge(o Totals) {
 type RouteKey struct {
 	Route string
 	Port  uint16
+	Peer  string // a client's calls: whom they called (Request.Peer)
 }
+
+// Key is the route r is counted in.
+func (r Request) Key() RouteKey { return RouteKey{Route: r.Route, Port: r.Port, Peer: r.Peer} }
+
+// Client says whether r is a call the target made as a client, not a
+// request it served.
+func (r Request) Client() bool { return r.Peer != "" }
+
+// Roles of a target: what its outbound connections are (Target.Role).
+const (
+	RoleServer = "server" // backends of the requests it serves
+	RoleClient = "client" // its calls, each a request of its own
+	RoleBoth   = "both"   // it serves requests and its calls are requests of their own (a proxy)
+)
 
 // OtherRoutes is the route name of requests folded together past a bound
 // on distinct names: route names come from what clients sent, so the

@@ -81,6 +81,7 @@ func comparisonCases() []comparisonCase {
 		{"sdks_with_floor", profile.Run{Meta: benchMeta, Duration: 10 * time.Second, Targets: sdkTargets()},
 			CompareOptions{WithFloor: true, Floor: 2}},
 		{"two_targets_partial", twoTargetsPartialRun(), CompareOptions{}},
+		{"two_clients", twoClientsRun(), CompareOptions{}},
 		// No labels; one target idle, the others loaded 20x apart.
 		{"uneven_load", profile.Run{Duration: 5 * time.Second, Targets: []profile.Target{
 			{PID: 31, Comm: "light", Requests: steadyRequests(10, 30_000, 10_000, 1_000)},

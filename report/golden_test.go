@@ -302,6 +302,7 @@ func goldenCases() []goldenCase {
 		{name: "self_cost_gross", run: selfCostRun(true)},
 		{name: "lite", run: liteRun()},
 		{name: "backends", run: backendsRun()},
+		{name: "client_and_server", run: clientAndServerRun()},
 		{name: "zero_requests", run: profile.Run{
 			Duration: 5 * time.Second,
 			Targets: []profile.Target{{

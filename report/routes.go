@@ -40,6 +40,10 @@ func ParseGroupBy(name string) (GroupBy, error) {
 // percentiles are then unknown and read 0.
 type RouteSummary struct {
 	Route string `json:"route"`
+	// Role is "client" for a target's calls to Peer (named "NAME -> PEER"),
+	// absent for the requests it served.
+	Role string `json:"role,omitempty"`
+	Peer string `json:"peer,omitempty"`
 	// Protocol is how its requests came: "http1", "h2", "grpc", "resp",
 	// "jsonrpc", "mixed" for several; absent when unknown.
 	Protocol        string `json:"protocol,omitempty"`
@@ -75,6 +79,9 @@ const (
 
 func routeName(key profile.RouteKey, by GroupBy) string {
 	if by == GroupByPort {
+		if key.Peer != "" {
+			return "calls -> " + key.Peer
+		}
 		if key.Port == 0 {
 			return unknownPort
 		}
@@ -89,6 +96,7 @@ func routeName(key profile.RouteKey, by GroupBy) string {
 // routeGroup is one route of a summary: the totals of its requests, and
 // the indices of those in the sample.
 type routeGroup struct {
+	peer    string // a client's calls: whom they called
 	totals  profile.Totals
 	sampled []int // indices rather than copies: a sample can hold many requests
 }
@@ -106,7 +114,7 @@ func groupSampledRoutes(totals map[profile.RouteKey]profile.Totals, sample []pro
 		name := routeName(key, by)
 		g := byName[name]
 		if g == nil {
-			g = &routeGroup{}
+			g = &routeGroup{peer: key.Peer}
 			byName[name] = g
 		}
 		return g
@@ -117,7 +125,7 @@ func groupSampledRoutes(totals map[profile.RouteKey]profile.Totals, sample []pro
 	for i, r := range sample {
 		// A sampled request is one of those counted: a name with no
 		// totals can only come from a Target built inconsistently.
-		if g := byName[routeName(profile.RouteKey{Route: r.Route, Port: r.Port}, by)]; g != nil {
+		if g := byName[routeName(r.Key(), by)]; g != nil {
 			g.sampled = append(g.sampled, i)
 		}
 	}
@@ -171,6 +179,10 @@ func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteS
 		KernelUs:    sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
 		LatencyUs:   sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
 		SetupUs:     perRequestUs(t.SetupNs, t.Requests),
+		Peer:        g.peer,
+	}
+	if g.peer != "" {
+		route.Role = profile.RoleClient
 	}
 	if len(g.sampled) < t.Requests {
 		route.SampledRequests = new(len(g.sampled))

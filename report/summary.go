@@ -166,6 +166,17 @@ type TargetSummary struct {
 	// recognised").
 	Runtime     string `json:"runtime,omitempty"`
 	RuntimeFrom string `json:"runtime_from,omitempty"`
+	// Role is what its outbound connections were taken to be: "client"
+	// (each call a request of its own, a route with its peer), "server"
+	// (backends of its requests), "both"; RoleFrom how it was chosen
+	// ("detected", "--role"). Absent in runs saved before roles.
+	Role     string `json:"role,omitempty"`
+	RoleFrom string `json:"role_from,omitempty"`
+	// Peers are its calls as a client per peer; absent when it made none.
+	Peers []PeerSummary `json:"peers,omitempty"`
+	// Ends are its calls as a client and the requests it served side by
+	// side, with their sum; absent unless it has both.
+	Ends *EndsSummary `json:"ends,omitempty"`
 	// Backends are what its requests waited on, per peer of its outbound
 	// connections; absent when they called none.
 	Backends []BackendSummary `json:"backends,omitempty"`
@@ -358,6 +369,8 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		Goroutines:    t.Goroutines,
 		Runtime:       t.Runtime,
 		RuntimeFrom:   t.RuntimeFrom,
+		Role:          t.Role,
+		RoleFrom:      t.RoleFrom,
 		Backends:      summarizeBackends(t.Backends, n, func(profile.RouteKey) bool { return true }),
 		Interleaved:   roundTenth(interleavedShare(totals)),
 
@@ -389,6 +402,8 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 			r := &ts.Routes[i]
 			r.Backends = summarizeBackends(t.Backends, r.Requests, func(k profile.RouteKey) bool { return routeName(k, opts.GroupBy) == r.Route })
 		}
+		ts.Peers = summarizePeers(t.TotalsByRoute())
+		ts.Ends = summarizeEnds(t.TotalsByRoute())
 		ts.BytesInPerRequest = perRequest(totals.BytesIn)
 		ts.BytesOutPerRequest = perRequest(totals.BytesOut)
 	}

@@ -71,6 +71,7 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	if line := selfCostLine(t); line != "" {
 		b.WriteString(line + "\n")
 	}
+	writeClients(b, t)
 	writeBackends(b, t)
 	if err := writeStacks(b, t.Stacks); err != nil {
 		return err

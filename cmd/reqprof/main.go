@@ -158,6 +158,7 @@ type outputFlags struct {
 	gross        bool
 	lite         bool
 	runtime      string
+	role         string
 	stacks       bool
 	stackHz      int
 	pprofPath    string
@@ -179,6 +180,7 @@ func (o *outputFlags) register(c *command, duration string) {
 	c.BoolVar(&o.gross, "gross", false, "keep reqprof's own cost in the figures as observed; by default what its programs cost in each request's context is taken out (and stated)")
 	c.BoolVar(&o.lite, "lite", false, liteUsage)
 	c.StringVar(&o.runtime, "runtime", "", "how a target resumes a request whose backend answered: "+collector.RuntimeNames+" (default: detected per target)")
+	c.StringVar(&o.role, "role", "", "`client|server|both` what a target's outbound connections are: client (each call on them a request of its own, named with its peer), server (backends of the requests it serves), both (a proxy); default: client when it serves nothing, else server")
 	c.BoolVar(&o.stacks, "stacks", false, "also sample the targets' on-CPU stacks, user and kernel, each sample with its request's route: where inside a request its CPU goes")
 	c.IntVar(&o.stackHz, "stack-hz", collector.DefaultStackHz, fmt.Sprintf("`HZ` stack samples a second on each CPU, 1 to %d (with --stacks)", collector.MaxStackHz))
 	c.StringVar(&o.pprofPath, "pprof", "", "`FILE` write the stack samples as a pprof profile, labelled by target, route and mode (implies --stacks)")
@@ -191,6 +193,9 @@ func (o *outputFlags) validate() error {
 	}
 	if _, ok := collector.Runtimes[o.runtime]; o.runtime != "" && !ok {
 		return badInput("--runtime %q: want one of %s", o.runtime, collector.RuntimeNames)
+	}
+	if !collector.ValidRole(o.role) {
+		return badInput("--role %q: want client, server or both", o.role)
 	}
 	if o.duration < 0 {
 		return badInput("--duration %v: want 0 or more", o.duration)
@@ -237,6 +242,7 @@ func (o *outputFlags) config(targets []collector.Target) collector.Config {
 		Gross:        o.gross,
 		Lite:         o.lite,
 		Runtime:      o.runtime,
+		Role:         o.role,
 		Stacks:       o.stacks,
 		StackHz:      o.stackHz,
 	}

@@ -84,6 +84,7 @@ func TestBadInvocations(t *testing.T) {
 		{[]string{"attach", "--pid", "1", "--duration", "-1s"}, true, "reqprof: --duration -1s: want 0 or more"},
 		{[]string{"attach", "--pid", "1", "--repeat", "2"}, true, "reqprof: --repeat needs --duration for each window"},
 		{[]string{"attach", "--pid", "1", "--capture-bytes", "0"}, true, "reqprof: --capture-bytes 0: want 1 to 512"},
+		{[]string{"attach", "--pid", "1", "--role", "proxy"}, true, `reqprof: --role "proxy": want client, server or both`},
 		{[]string{"attach", "--pid", "1", "--stacks", "--stack-hz", "0"}, true, "reqprof: --stack-hz 0: want 1 to 10000"},
 		{[]string{"attach", "--pid", "1", "--stack-hz", "20000"}, true, "reqprof: --stack-hz 20000: want 1 to 10000"},
 		{[]string{"attach", "--pid", "1", "--pprof", "-"}, true, "reqprof: --pprof and --folded write to a file, not to stdout"},

@@ -1,0 +1,111 @@
+"""An asyncio client that counts its own calls and measures its CPU.
+
+Opens --conns keep-alive HTTP/1.1 connections to --addr, one task each,
+prints "ready", and on SIGUSR1 makes --calls calls in all: the task of
+connection i calls GET /c{i} and, after each answer, burns (i + 1) * --burn-us
+of CPU in a loop calibrated on the thread's clock, without a syscall. Then it prints one JSON line
+(calls, process_cpu_ns, per path: calls and burn_ns) and waits for SIGTERM.
+All tasks run on one loop thread, interleaving their calls: what reqprof's
+asyncio model (runtime "asyncio") has to split.
+"""
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import time
+
+
+def spin(rounds):
+    """CPU with no syscall: reading the thread's clock is one (no vDSO for
+    it), and would end the task's piece of the loop's iteration."""
+    x = 1
+    for _ in range(rounds):
+        x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+    return x
+
+
+def rounds_for(ns):
+    """Rounds of spin that take ns of thread CPU, measured here."""
+    n = 1000
+    while True:
+        t0 = time.thread_time_ns()
+        spin(n)
+        took = time.thread_time_ns() - t0
+        if took >= 20_000_000:
+            return max(1, round(n * ns / took))
+        n *= 2
+
+
+def burn_ns(rounds, times=200):
+    """The thread CPU one spin of rounds takes, over many."""
+    t0 = time.thread_time_ns()
+    for _ in range(times):
+        spin(rounds)
+    return (time.thread_time_ns() - t0) // times
+
+
+async def read_response(reader):
+    status = await reader.readline()
+    if not status.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError("status line %r" % status)
+    length = -1
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    if length < 0:
+        raise RuntimeError("no content-length")
+    await reader.readexactly(length)
+
+
+async def calls_on(conn, path, n, rounds, stats):
+    reader, writer = conn
+    request = ("GET %s HTTP/1.1\r\nHost: asyncio-client\r\n\r\n" % path).encode()
+    for _ in range(n):
+        writer.write(request)
+        await read_response(reader)
+        spin(rounds)
+    stats[path] = {"calls": n, "rounds": rounds}
+
+
+async def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--addr", required=True)
+    ap.add_argument("--conns", type=int, default=4)
+    ap.add_argument("--calls", type=int, default=4000)
+    ap.add_argument("--burn-us", type=int, default=50)
+    args = ap.parse_args()
+    host, port = args.addr.rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    start, stop = asyncio.Event(), asyncio.Event()
+    loop.add_signal_handler(signal.SIGUSR1, start.set)
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    per_us = rounds_for(1_000_000) / 1000
+    rounds = [round(per_us * (i + 1) * args.burn_us) for i in range(args.conns)]
+    # What each call's spin takes, measured before the calls: a clock read
+    # amid them would be a syscall, and after them CPU of the last call.
+    burns = {"/c%d" % i: burn_ns(r) for i, r in enumerate(rounds)}
+    conns = [await asyncio.open_connection(host, int(port)) for _ in range(args.conns)]
+    print("ready", flush=True)
+    await start.wait()
+    stats = {}
+    cpu0 = time.process_time_ns()
+    tasks = []
+    for i, conn in enumerate(conns):
+        n = args.calls // args.conns + (1 if i < args.calls % args.conns else 0)
+        tasks.append(calls_on(conn, "/c%d" % i, n, rounds[i], stats))
+    await asyncio.gather(*tasks)
+    cpu = time.process_time_ns() - cpu0
+    for path, s in stats.items():
+        s["burn_ns"] = burns[path]
+    print(json.dumps({"calls": args.calls, "process_cpu_ns": cpu, "paths": stats}), flush=True)
+    await stop.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
