@@ -237,6 +237,13 @@ static __always_inline void call_written(struct sock_op *op, int ret)
 {
 	struct conn_state *c = op->c;
 	bool writing = c->phase == PHASE_READING;
+	/* On an asyncio loop the write claims the CPU since the loop's last
+	 * read, write or poll, as a server's response does: the task that
+	 * builds the call ran there. */
+	if (model_of(op->st) == RUNTIME_ASYNCIO) {
+		loop_claim(op->st, op->cookie, c);
+		loop_ran(&op->st->loop, op->cookie);
+	}
 	bool interleaved = !writing && interleaves(op->st, op->cookie);
 	turn_to_request(op, writing);
 	if (!writing) {

@@ -49,9 +49,11 @@ func TestThreadRunningWhileTargetRegisters(t *testing.T) {
 		if kernel < 10e6 {
 			t.Fatalf("the target ran only %.1f ms of 300", kernel/1e6)
 		}
-		// The two clocks are read some µs apart at each end of the window.
-		if !within(seen, kernel, 0.01) {
-			t.Errorf("reqprof saw %.2f ms of CPU, the kernel accounted %.2f ms: more than 1%% apart", seen/1e6, kernel/1e6)
+		// The two clocks are read some µs apart at each end of the window:
+		// the bound TestCPUPerRequestMatchesServer holds them to. Counted
+		// from before the registration, the thread was 20 to 30% over.
+		if !within(seen, kernel, 0.02) {
+			t.Errorf("reqprof saw %.2f ms of CPU, the kernel accounted %.2f ms: more than 2%% apart", seen/1e6, kernel/1e6)
 		}
 	}
 }
