@@ -51,7 +51,7 @@ func TestThreadRunningWhileTargetRegisters(t *testing.T) {
 		}
 		// The two clocks are read some µs apart at each end of the window:
 		// the bound TestCPUPerRequestMatchesServer holds them to. Counted
-		// from before the registration, the thread was 20 to 30% over.
+		// from before the registration, the target came out 30 ms (15%) over.
 		if !within(seen, kernel, 0.02) {
 			t.Errorf("reqprof saw %.2f ms of CPU, the kernel accounted %.2f ms: more than 2%% apart", seen/1e6, kernel/1e6)
 		}
