@@ -348,7 +348,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	__u64 now = bpf_ktime_get_ns();
 	calibration_enter(st, tid, now);
 	/* After the clock: finding the goroutine is this syscall's cost. */
-	follow_goroutine(st);
+	follow_goroutine(st, current_goid(st));
 	struct thread_clock *k = &st->clock;
 	if (k->mode == MODE_UNKNOWN) {
 		/* Whatever was held back was user time: we are entering now. */

@@ -25,7 +25,8 @@ static __always_inline bool switch_out(struct task_struct *prev, bool preempt, u
 	if (!st)
 		return false;
 	st->self.switches++;
-	follow_goroutine(st);
+	/* In a syscall, the goroutine is the one its entry followed. */
+	follow_goroutine(st, goid_in_context(st));
 	end_slice(st, now, prev->se.sum_exec_runtime);
 	struct cost *to = pending_of(st);
 	if (preempt || prev_state == TASK_RUNNING) {
