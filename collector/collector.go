@@ -857,8 +857,8 @@ type consumeResult struct {
 	// onRequest is Config.OnRequest.
 	onRequest func(target int, r profile.Request)
 	// self takes reqprof's own cost out of each request.
-	self *selfCost
-	backends  backendUses
+	self     *selfCost
+	backends backendUses
 }
 
 // consume reads finished requests until the reader is flushed. Its memory

@@ -26,8 +26,10 @@ const maxRouteNames = 10_000
 // requests, in memory bounded however many finish: exact totals, overall
 // and per route, and a uniform sample of the requests themselves.
 type finishedRequests struct {
-	totals  profile.Totals
-	byRoute map[profile.RouteKey]profile.Totals
+	totals profile.Totals
+	// byRoute holds pointers so that adding to a route's totals hashes
+	// its key once.
+	byRoute map[profile.RouteKey]*profile.Totals
 	sample  reservoir
 }
 
@@ -36,7 +38,7 @@ type finishedRequests struct {
 // give the same sample.
 func newFinishedRequests(limit int, seed uint64) *finishedRequests {
 	return &finishedRequests{
-		byRoute: map[profile.RouteKey]profile.Totals{},
+		byRoute: map[profile.RouteKey]*profile.Totals{},
 		sample:  reservoir{limit: limit, rand: rand.New(rand.NewPCG(seed, sampleSeed))},
 	}
 }
@@ -51,8 +53,11 @@ func (f *finishedRequests) add(r profile.Request) {
 	f.totals.Add(r)
 	key := profile.RouteKey{Route: r.Route, Port: r.Port}
 	sum := f.byRoute[key]
+	if sum == nil {
+		sum = &profile.Totals{}
+		f.byRoute[key] = sum
+	}
 	sum.Add(r)
-	f.byRoute[key] = sum
 	f.sample.add(r)
 }
 
@@ -150,4 +155,13 @@ func (n *routeNames) intern(name string) string {
 	}
 	n.interned[name] = name
 	return name
+}
+
+// routeTotals are the totals per route, as a run reports them.
+func (f *finishedRequests) routeTotals() map[profile.RouteKey]profile.Totals {
+	totals := make(map[profile.RouteKey]profile.Totals, len(f.byRoute))
+	for key, sum := range f.byRoute {
+		totals[key] = *sum
+	}
+	return totals
 }
