@@ -158,6 +158,9 @@ func (b *bench) runAll() error {
 	if err := b.addGoHTTP(); err != nil {
 		return err
 	}
+	if err := b.addMCP(); err != nil {
+		return err
+	}
 
 	h2, err := startH2()
 	if err != nil {
@@ -192,6 +195,17 @@ func (b *bench) runAll() error {
 // HTTP/1.1, one route that burns nothing.
 func (b *bench) addGoHTTP() error {
 	srv, err := startGoHTTP()
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	return b.addOverhead(srv, nil, "")
+}
+
+// addMCP measures reqprof's overhead on the MCP server of the official Go
+// SDK, each request a tool call answered as an event stream.
+func (b *bench) addMCP() error {
+	srv, err := startMCP(b.dir)
 	if err != nil {
 		return err
 	}
@@ -243,7 +257,7 @@ func (b *bench) wrk(srv *server, conns int, d time.Duration, headers ...string) 
 		}}
 	}
 	return load{conns, func() (wrkResult, error) {
-		return runWrk(b.tools.wrk, srv.url(), min(2, conns), conns, d, headers...)
+		return runWrk(b.tools.wrk, srv.url(), srv.script, min(2, conns), conns, d, headers...)
 	}}
 }
 
