@@ -17,7 +17,7 @@
 /* The id of the goroutine the current thread runs, for a thread of a Go
  * process; 0 otherwise, and for the runtime's own stack (g0: its scheduler,
  * netpoller and sysmon), which runs no goroutine. Only in the thread's own
- * context. Costs two reads of user memory. */
+ * context. Costs two reads of user memory, one on the thread's g0. */
 static __always_inline __u64 current_goid(struct thread_state *st)
 {
 	struct thread_go *g = &st->go;
@@ -38,8 +38,14 @@ static __always_inline __u64 current_goid(struct thread_state *st)
 	__u64 gp = 0, goid = 0;
 	if (bpf_probe_read_user(&gp, sizeof(gp), (void *)(task->thread.fsbase + g->tls_offset)) || !gp)
 		return 0;
+	/* The scheduler's syscalls (netpoll, futex; sysmon's sleeps) are on
+	 * g0: known by its address. */
+	if (gp == g->g0)
+		return 0;
 	if (bpf_probe_read_user(&goid, sizeof(goid), (void *)(gp + g->goid_offset)))
 		return 0;
+	if (!goid)
+		g->g0 = gp;
 	return goid;
 }
 
