@@ -239,11 +239,11 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 		return;
 	/* From the registers the syscall was made with, still there at its
 	 * exit: a read begun before the window is seen whole. */
-	long nr = BPF_CORE_READ(regs, orig_ax);
+	long nr = regs->orig_ax;
 	bool reading = nr == NR_READ || nr == NR_READV;
 	if (!reading && nr != NR_WRITE && nr != NR_WRITEV)
 		return;
-	struct stdio_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .fd = BPF_CORE_READ(regs, di)};
+	struct stdio_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .fd = regs->di};
 	__u64 *cookie = bpf_map_lookup_elem(&stdio_fds, &key);
 	if (!cookie)
 		return;
@@ -268,7 +268,7 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 	w->len = ret;
 	w->buf_len = ret;
 	w->off = __sync_fetch_and_add(&op.c->out_off, ret);
-	__u64 arg2 = BPF_CORE_READ(regs, si);
+	__u64 arg2 = regs->si;
 	if (nr == NR_WRITE) {
 		w->buf = arg2;
 	} else {
@@ -364,7 +364,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	k->syscall_nr = id;
 	loop_poll(st, id);
 	if (id == NR_CLOSE && watch_unix)
-		closing_fd(BPF_CORE_READ(regs, di));
+		closing_fd(regs->di);
 
 	if (cfg.capture_bytes)
 		read_buffer(&st->serving, regs, id);
