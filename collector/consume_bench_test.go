@@ -92,3 +92,23 @@ func processCPUNs(tb testing.TB) int64 {
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkConsumeFilling is the same work over a window's first
+// maxSampledRequests requests, while the sample of requests fills: each op
+// is one record, from a fresh consumer every maxSampledRequests.
+func BenchmarkConsumeFilling(b *testing.B) {
+	records := nginxLikeRecords(b, 32, 128, 50)
+	var res consumeResult
+	cpu0 := processCPUNs(b)
+	b.ReportAllocs()
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		if i%maxSampledRequests == 0 {
+			res = newConsumeResult(1)
+			res.self = newSelfCost(false)
+		}
+		res.decode(records[i%len(records)])
+		n++
+	}
+	b.ReportMetric(float64(processCPUNs(b)-cpu0)/float64(n), "cpu-ns/op")
+}
