@@ -78,6 +78,10 @@ type reservoir struct {
 	w    float64
 }
 
+// sampleGrowFull is the sample's size past which it grows to its limit at
+// once.
+const sampleGrowFull = 4096
+
 func (s *reservoir) add(r profile.Request) {
 	s.seen++
 	if s.limit == 0 {
@@ -86,8 +90,16 @@ func (s *reservoir) add(r profile.Request) {
 	if len(s.kept) < s.limit {
 		if len(s.kept) == cap(s.kept) {
 			// Grown here rather than by append, which would overshoot
-			// the limit by up to a quarter.
-			grown := make([]profile.Request, len(s.kept), min(s.limit, max(64, 2*cap(s.kept))))
+			// the limit by up to a quarter. Doubling while few have come;
+			// past sampleGrowFull, a busy window will fill the sample:
+			// to the limit at once, so that the sample is copied (and
+			// its memory written) once rather than at every doubling, and
+			// the pages of the room left are touched only as it fills.
+			room := max(64, 2*cap(s.kept))
+			if cap(s.kept) >= sampleGrowFull {
+				room = s.limit
+			}
+			grown := make([]profile.Request, len(s.kept), min(s.limit, room))
 			copy(grown, s.kept)
 			s.kept = grown
 		}
