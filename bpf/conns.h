@@ -449,17 +449,18 @@ static __always_inline void read_buffer(struct thread_serving *sv, struct pt_reg
 {
 	sv->read_buf = 0;
 	sv->read_len = 0;
-	/* Other syscalls return before reading their registers: a read of
-	 * kernel memory costs on every syscall. */
+	/* Other syscalls return before reading their registers. The
+	 * tracepoint's regs is a typed kernel pointer: its fields are plain
+	 * loads (the verifier guards them), with no helper call. */
 	if (nr != NR_READ && nr != NR_RECVFROM && nr != NR_READV && nr != NR_RECVMSG)
 		return;
-	__u64 arg2 = BPF_CORE_READ(regs, si);
+	__u64 arg2 = regs->si;
 	__u64 iov = 0;
 	switch (nr) {
 	case NR_READ:
 	case NR_RECVFROM:
 		sv->read_buf = arg2;
-		sv->read_len = BPF_CORE_READ(regs, dx);
+		sv->read_len = regs->dx;
 		return;
 	case NR_READV:
 		iov = arg2;

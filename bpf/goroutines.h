@@ -17,7 +17,7 @@
 /* The id of the goroutine the current thread runs, for a thread of a Go
  * process; 0 otherwise, and for the runtime's own stack (g0: its scheduler,
  * netpoller and sysmon), which runs no goroutine. Only in the thread's own
- * context. Costs two reads of user memory. */
+ * context. Costs two reads of user memory, one on the thread's g0. */
 static __always_inline __u64 current_goid(struct thread_state *st)
 {
 	struct thread_go *g = &st->go;
@@ -38,9 +38,27 @@ static __always_inline __u64 current_goid(struct thread_state *st)
 	__u64 gp = 0, goid = 0;
 	if (bpf_probe_read_user(&gp, sizeof(gp), (void *)(task->thread.fsbase + g->tls_offset)) || !gp)
 		return 0;
+	/* The scheduler's syscalls (netpoll, futex; sysmon's sleeps) are on
+	 * g0: known by its address. */
+	if (gp == g->g0)
+		return 0;
 	if (bpf_probe_read_user(&goid, sizeof(goid), (void *)(gp + g->goid_offset)))
 		return 0;
+	if (!goid)
+		g->g0 = gp;
 	return goid;
+}
+
+/* The id of the goroutine the current thread runs, as current_goid, for
+ * an event inside a syscall that the thread entered in the window: the
+ * goroutine followed at that entry (st->go.goid), without reading user
+ * memory again. A goroutine cannot change while its thread is in the
+ * kernel: Go switches goroutines in user space only. */
+static __always_inline __u64 goid_in_context(struct thread_state *st)
+{
+	if (st->clock.mode == MODE_SYSCALL)
+		return st->go.goid;
+	return current_goid(st);
 }
 
 /* The goroutines map's key for goroutine goid of the current process. */
@@ -55,7 +73,7 @@ static __always_inline struct goroutine_key goroutine_key_of(__u64 goid)
  * net/http connection's: an update of an LRU map takes its locks. */
 static __always_inline void note_goroutine(struct thread_state *st, __u64 cookie)
 {
-	__u64 goid = current_goid(st);
+	__u64 goid = goid_in_context(st);
 	if (!goid)
 		return;
 	st->go.goid = goid;
@@ -73,10 +91,10 @@ static __always_inline void note_goroutine(struct thread_state *st, __u64 cookie
  * touched a connection (a worker handed a request with a wake-up, a GC
  * worker). A goroutine handed work over a channel by one that read the
  * request is the limit: it is charged to the connection it last served
- * itself, if any, until it writes the response. */
-static __always_inline void follow_goroutine(struct thread_state *st)
+ * itself, if any, until it writes the response. goid is the goroutine it
+ * runs: current_goid's, or goid_in_context's inside a syscall. */
+static __always_inline void follow_goroutine(struct thread_state *st, __u64 goid)
 {
-	__u64 goid = current_goid(st);
 	if (goid == st->go.goid)
 		return;
 	/* Forgotten on g0: the goroutine that comes next may have served

@@ -137,7 +137,7 @@ struct sock_op {
 static __always_inline void lite_boundary(struct thread_state *st, int just_read)
 {
 	cut(st, bpf_ktime_get_ns(), false);
-	follow_goroutine(st);
+	follow_goroutine(st, current_goid(st));
 	if (just_read && cfg.capture_bytes) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 		read_buffer(&st->serving, regs, BPF_CORE_READ(regs, orig_ax));
@@ -337,11 +337,11 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 		return;
 	/* From the registers the syscall was made with, still there at its
 	 * exit: a read begun before the window is seen whole. */
-	long nr = BPF_CORE_READ(regs, orig_ax);
+	long nr = regs->orig_ax;
 	bool reading = nr == NR_READ || nr == NR_READV;
 	if (!reading && nr != NR_WRITE && nr != NR_WRITEV)
 		return;
-	struct stdio_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .fd = BPF_CORE_READ(regs, di)};
+	struct stdio_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .fd = regs->di};
 	__u64 *cookie = bpf_map_lookup_elem(&stdio_fds, &key);
 	if (!cookie)
 		return;
@@ -376,7 +376,7 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 	w->len = ret;
 	w->buf_len = ret;
 	w->off = __sync_fetch_and_add(&op.c->out_off, ret);
-	__u64 arg2 = BPF_CORE_READ(regs, si);
+	__u64 arg2 = regs->si;
 	if (nr == NR_WRITE) {
 		w->buf = arg2;
 	} else {
@@ -456,7 +456,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	__u64 now = bpf_ktime_get_ns();
 	calibration_enter(st, tid, now);
 	/* After the clock: finding the goroutine is this syscall's cost. */
-	follow_goroutine(st);
+	follow_goroutine(st, current_goid(st));
 	struct thread_clock *k = &st->clock;
 	if (k->mode == MODE_UNKNOWN) {
 		/* Whatever was held back was user time: we are entering now. */
@@ -476,7 +476,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 		answer_back(st);
 	loop_poll(st, id);
 	if (id == NR_CLOSE && watch_unix)
-		closing_fd(BPF_CORE_READ(regs, di));
+		closing_fd(regs->di);
 
 	if (cfg.capture_bytes)
 		read_buffer(&st->serving, regs, id);

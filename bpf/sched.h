@@ -18,14 +18,18 @@ static __always_inline bool switch_out(struct task_struct *prev, bool preempt, u
 {
 	if (!prev->pid) /* the idle task */
 		return false;
-	__u32 plus1 = target_plus1_of(prev);
+	/* prev is still the current task: the CPU's record of what it
+	 * switched in answers without a lookup of its process. */
+	__u32 tid;
+	__u32 plus1 = current_target_plus1(this_cpu(), &tid);
 	if (!plus1)
 		return false;
 	struct thread_state *st = running_thread_of(prev, plus1 - 1);
 	if (!st)
 		return false;
 	st->self.switches++;
-	follow_goroutine(st);
+	/* In a syscall, the goroutine is the one its entry followed. */
+	follow_goroutine(st, goid_in_context(st));
 	end_slice(st, now, prev->se.sum_exec_runtime);
 	struct cost *to = pending_of(st);
 	if (preempt || prev_state == TASK_RUNNING) {

@@ -242,6 +242,23 @@ static __always_inline void leave_with(struct thread_state *st, struct conn_stat
 		return;
 	if (!c && st->serving.conn)
 		c = bpf_map_lookup_elem(&conns, &st->serving.conn);
+	if (st->serving.in_tail && c && c->role == ROLE_SERVER && !c->closing) {
+		/* Leaving a tail, which is settled into its request at once:
+		 * the thread's charges go there directly, as settling would
+		 * move them, rather than through the tail (a second round of
+		 * locked adds). What other threads left in the tail follows. */
+		st->serving.in_tail = 0;
+		if (st->serving.dirty) {
+			st->serving.dirty = 0;
+			struct cost *p = &st->serving.pending;
+			struct target_stats *s = stats_of(c->rec.target);
+			COUNT(s, between_requests_ns, cpu_ns_of(p));
+			add_cost(&c->rec.cost, p, false);
+			__builtin_memset(p, 0, sizeof(*p));
+		}
+		settle_tail(c);
+		return;
+	}
 	flush_to(st, c);
 	if (st->serving.in_tail) {
 		st->serving.in_tail = 0;

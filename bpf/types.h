@@ -454,7 +454,10 @@ struct thread_go {
 	__s64 tls_offset;  /* its current g, from the FS base */
 	__u64 goid_offset; /* a goroutine's id, in its g */
 	__u64 goid;        /* the goroutine whose connection it last took up */
-	__u32 kind;        /* enum go_thread */
+	/* A g of its own seen with id 0: its g0 (or its signal stack's g),
+	 * which stays at that address with id 0 for the thread's life. */
+	__u64 g0;
+	__u32 kind; /* enum go_thread */
 	__u32 pad;
 };
 

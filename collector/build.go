@@ -287,7 +287,7 @@ func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
 		}
 		t.Finished = p.finished.totals
 		t.KernelBreakdown = p.kernel.breakdown()
-		t.RouteTotals = p.finished.byRoute
+		t.RouteTotals = p.finished.routeTotals()
 		t.Requests = p.finished.sample.kept
 		if b.selfRates != nil {
 			t.SelfCost = profile.SelfCost{Measured: true, Kept: b.gross, TotalNs: roundNs(b.selfRates.totalOf(b.selfRuns[i]))}

@@ -401,6 +401,7 @@ type reqprofThreadState struct {
 		TlsOffset  int64
 		GoidOffset uint64
 		Goid       uint64
+		G0         uint64
 		Kind       uint32
 		Pad        uint32
 	}

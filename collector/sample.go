@@ -26,8 +26,10 @@ const maxRouteNames = 10_000
 // requests, in memory bounded however many finish: exact totals, overall
 // and per route, and a uniform sample of the requests themselves.
 type finishedRequests struct {
-	totals  profile.Totals
-	byRoute map[profile.RouteKey]profile.Totals
+	totals profile.Totals
+	// byRoute holds pointers so that adding to a route's totals hashes
+	// its key once.
+	byRoute map[profile.RouteKey]*profile.Totals
 	sample  reservoir
 }
 
@@ -36,7 +38,7 @@ type finishedRequests struct {
 // give the same sample.
 func newFinishedRequests(limit int, seed uint64) *finishedRequests {
 	return &finishedRequests{
-		byRoute: map[profile.RouteKey]profile.Totals{},
+		byRoute: map[profile.RouteKey]*profile.Totals{},
 		sample:  reservoir{limit: limit, rand: rand.New(rand.NewPCG(seed, sampleSeed))},
 	}
 }
@@ -51,8 +53,11 @@ func (f *finishedRequests) add(r profile.Request) {
 	f.totals.Add(r)
 	key := r.Key()
 	sum := f.byRoute[key]
+	if sum == nil {
+		sum = &profile.Totals{}
+		f.byRoute[key] = sum
+	}
 	sum.Add(r)
-	f.byRoute[key] = sum
 	f.sample.add(r)
 }
 
@@ -73,6 +78,10 @@ type reservoir struct {
 	w    float64
 }
 
+// sampleGrowFull is the sample's size past which it grows to its limit at
+// once.
+const sampleGrowFull = 4096
+
 func (s *reservoir) add(r profile.Request) {
 	s.seen++
 	if s.limit == 0 {
@@ -81,8 +90,16 @@ func (s *reservoir) add(r profile.Request) {
 	if len(s.kept) < s.limit {
 		if len(s.kept) == cap(s.kept) {
 			// Grown here rather than by append, which would overshoot
-			// the limit by up to a quarter.
-			grown := make([]profile.Request, len(s.kept), min(s.limit, max(64, 2*cap(s.kept))))
+			// the limit by up to a quarter. Doubling while few have come;
+			// past sampleGrowFull, a busy window will fill the sample:
+			// to the limit at once, so that the sample is copied (and
+			// its memory written) once rather than at every doubling, and
+			// the pages of the room left are touched only as it fills.
+			room := max(64, 2*cap(s.kept))
+			if cap(s.kept) >= sampleGrowFull {
+				room = s.limit
+			}
+			grown := make([]profile.Request, len(s.kept), min(s.limit, room))
 			copy(grown, s.kept)
 			s.kept = grown
 		}
@@ -150,4 +167,13 @@ func (n *routeNames) intern(name string) string {
 	}
 	n.interned[name] = name
 	return name
+}
+
+// routeTotals are the totals per route, as a run reports them.
+func (f *finishedRequests) routeTotals() map[profile.RouteKey]profile.Totals {
+	totals := make(map[profile.RouteKey]profile.Totals, len(f.byRoute))
+	for key, sum := range f.byRoute {
+		totals[key] = *sum
+	}
+	return totals
 }

@@ -168,13 +168,13 @@ func TestFinishedRequestsTotalsAreExact(t *testing.T) {
 		if sum.Requests != perRoute[key.Route] {
 			t.Errorf("route %q: %d requests, want %d", key.Route, sum.Requests, perRoute[key.Route])
 		}
-		merged.Merge(sum)
+		merged.Merge(*sum)
 	}
 	if merged != tot {
 		t.Errorf("routes' totals merge to %+v, want the target's %+v", merged, tot)
 	}
 
-	target := profile.Target{PID: 1, Finished: f.totals, RouteTotals: f.byRoute, Requests: f.sample.kept}
+	target := profile.Target{PID: 1, Finished: f.totals, RouteTotals: f.routeTotals(), Requests: f.sample.kept}
 	s := report.Summarize(profile.Run{Targets: []profile.Target{target}}).Targets[0]
 	wantMean := float64(int((float64(userNs+kernelNs)/added/100)+0.5)) / 10
 	if s.Requests != added || s.SampledRequests == nil || *s.SampledRequests != limit || s.CPUUs.Mean != wantMean {

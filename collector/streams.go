@@ -60,11 +60,14 @@ type heldChunk struct {
 
 // bursts follows connections' streams for one run.
 type bursts struct {
-	conns   map[uint64]*followed
-	clock   uint64
-	names   func([]byte) string // interns a request's name
-	found   []stream.Request    // reused
-	scratch *stream.Conn        // parses a burst of a connection not followed
+	conns map[uint64]*followed
+	clock uint64
+	names func([]byte) string // interns a request's name
+	found []stream.Request    // reused
+	// requests backs a split's requests, reused: a split is read before
+	// the next burst is parsed.
+	requests []stream.Request
+	scratch  *stream.Conn // parses a burst of a connection not followed
 }
 
 func newBursts(names func([]byte) string) *bursts {
@@ -201,7 +204,7 @@ func (b *bursts) parse(conn *stream.Conn, d *decodedRecord, chunks []heldChunk) 
 		conn.Feed(c.offset, c.data)
 	}
 	b.found = conn.RequestsFunc(b.found[:0], b.names)
-	s := split{protocol: conn.Protocol()}
+	s := split{protocol: conn.Protocol(), requests: b.requests[:0]}
 	for _, r := range b.found {
 		if r.Protocol == stream.JSONRPC && (r.Notification || r.Response) {
 			s.messages++
@@ -209,6 +212,7 @@ func (b *bursts) parse(conn *stream.Conn, d *decodedRecord, chunks []heldChunk) 
 		}
 		s.requests = append(s.requests, r)
 	}
+	b.requests = s.requests
 	switch {
 	case len(s.requests) > 0:
 		// Complete before any break: the next burst falls back.

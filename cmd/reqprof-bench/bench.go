@@ -165,6 +165,9 @@ func (b *bench) runAll() error {
 	if err := b.addGoHTTPLite(); err != nil {
 		return err
 	}
+	if err := b.addMCP(); err != nil {
+		return err
+	}
 
 	h2, err := startH2()
 	if err != nil {
@@ -238,6 +241,17 @@ func (b *bench) runLite() error {
 	return b.addGoHTTPLite()
 }
 
+// addMCP measures reqprof's overhead on the MCP server of the official Go
+// SDK, each request a tool call answered as an event stream.
+func (b *bench) addMCP() error {
+	srv, err := startMCP(b.dir)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	return b.addOverhead(srv, nil, "")
+}
+
 // runNet runs only the overhead rows the net-CPU goals are about: nginx,
 // the calibrated server at 0 µs and the Go net/http server.
 func (b *bench) runNet() error {
@@ -282,7 +296,7 @@ func (b *bench) wrk(srv *server, conns int, d time.Duration, headers ...string) 
 		}}
 	}
 	return load{conns, func() (wrkResult, error) {
-		return runWrk(b.tools.wrk, srv.url(), min(2, conns), conns, d, headers...)
+		return runWrk(b.tools.wrk, srv.url(), srv.script, min(2, conns), conns, d, headers...)
 	}}
 }
 

@@ -33,9 +33,13 @@ var (
 )
 
 // runWrk loads url with wrk, closed loop: each connection sends its next
-// request when the last is answered. Headers are "Name: value" lines.
-func runWrk(wrk, url string, threads, conns int, d time.Duration, headers ...string) (wrkResult, error) {
+// request when the last is answered. script, if any, is a wrk script that
+// makes the requests; headers are "Name: value" lines.
+func runWrk(wrk, url, script string, threads, conns int, d time.Duration, headers ...string) (wrkResult, error) {
 	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(int(d.Seconds())) + "s"}
+	if script != "" {
+		args = append(args, "-s", script)
+	}
 	for _, h := range headers {
 		args = append(args, "-H", h)
 	}

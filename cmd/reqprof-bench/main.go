@@ -18,6 +18,7 @@ import (
 
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/gohttp"
+	"github.com/reqprof/reqprof/internal/mcpserver"
 )
 
 // settings are the bench's flags.
@@ -54,6 +55,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == gohttpCommand {
 		os.Exit(gohttp.Main(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == mcpserverCommand {
+		os.Exit(mcpserver.Main(os.Args[2:]))
 	}
 	s, err := parseSettings(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {

@@ -28,11 +28,19 @@ type server struct {
 	// h2 servers are loaded with h2load, streams in flight on each
 	// connection, rather than with wrk.
 	h2 bool
+	// path is what requests ask for ("/" when empty), and script a wrk
+	// script making each request (a GET of path when empty).
+	path, script string
 }
 
 func (s *server) pid() int { return s.cmd.Process.Pid }
 
-func (s *server) url() string { return "http://" + s.addr + "/" }
+func (s *server) url() string {
+	if s.path == "" {
+		return "http://" + s.addr + "/"
+	}
+	return "http://" + s.addr + s.path
+}
 
 // stop ends the server; SIGTERM lets the calibrated server close its
 // connections itself.
