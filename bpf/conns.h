@@ -144,7 +144,6 @@ __attribute__((noinline)) int begin_request(struct conn_state *c, __u64 cookie, 
 	r->flags = c->conn_flags;
 	c->backends_used = 0;
 	c->chunked = 0;
-	c->pool_queued = 0;
 	/* The connection's first request carries what its setup cost so far. */
 	if (c->phase == PHASE_IDLE)
 		take_setup(c);

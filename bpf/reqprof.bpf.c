@@ -173,17 +173,12 @@ static __always_inline bool sock_op_of(struct sock_op *op, struct sock *sk, int 
 static __always_inline void turn_to_request(struct sock_op *op, bool same_request)
 {
 	struct thread_state *st = op->st;
-	queue_left_request(st, op->cookie);
 	if (st->serving.conn != op->cookie || st->serving.in_tail || !same_request)
 		leave_with(st, st->serving.conn == op->cookie ? op->c : 0);
 	st->serving.conn = op->cookie;
 	st->serving.served = 1;
 	st->serving.handed = 0;
 	st->handoff.depth = 0;
-	/* A pool thread that serves a connection itself is none from here. */
-	st->handoff.answer_to = 0;
-	st->handoff.answered = 0;
-	st->handoff.queued = 0;
 	count_sock_op(st);
 }
 
@@ -207,7 +202,6 @@ __attribute__((noinline)) int received(struct thread_state *st, struct conn_stat
 		begin_request(c, op->cookie, op->tid);
 		if (interleaved)
 			c->rec.flags |= REQ_INTERLEAVED;
-		pool_read(op->st, c, op->cookie);
 	}
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
 		loop_woke(&op->st->loop, op->cookie, 0);
@@ -470,10 +464,6 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	}
 	k->mode = MODE_SYSCALL;
 	k->syscall_nr = id;
-	/* A pool thread holding a piece that writes (an eventfd, a pipe)
-	 * hands its result back, whether or not the write wakes anyone. */
-	if (st->handoff.answer_to && (id == NR_WRITE || id == NR_WRITEV))
-		answer_back(st);
 	loop_poll(st, id);
 	if (id == NR_CLOSE && watch_unix)
 		closing_fd(regs->di);
@@ -513,8 +503,6 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 		st->serving.wrote = 0;
 		st->serving.in_tail = 1;
 	}
-	if (st->handoff.answered)
-		answer_back_done(st);
 	if (w.c)
 		send_response(w.c, w.cookie, w.buf, w.buf_len, w.off, w.len);
 	if (st->loop.flush_at_exit) {
@@ -561,9 +549,7 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 			call_written(&op, ret);
 		else
 			sent(&op, ret);
-	} else if (op.st && op.st->handoff.answer_to)
-		answer_back(op.st); /* a pool thread's result, to its loop (asyncio's self-pipe) */
-	else if (op.c && op.c->role == ROLE_OUTBOUND)
+	} else if (op.c && op.c->role == ROLE_OUTBOUND)
 		backend_written(op.st, op.c, ret);
 	if (op.st)
 		self_timed(SELF_SOCK, t0);
@@ -692,7 +678,6 @@ int settle_threads(struct bpf_iter__task *ctx)
 	struct thread_state *st = bpf_task_storage_get(&threads, task, 0, 0);
 	if (!st)
 		return 0;
-	drop_piece(st);
 	flush(st);
 	__u64 ids = (__u64)(__u32)task->tgid << 32 | (__u32)task->pid;
 	bpf_seq_write(ctx->meta->seq, &ids, sizeof(ids));

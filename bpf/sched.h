@@ -40,23 +40,20 @@ static __always_inline bool switch_out(struct task_struct *prev, bool preempt, u
 		st->waits.blocked_since_ns = now;
 		if (to)
 			to->voluntary_switches++;
-		note_wait_word(prev, st);
 	}
 	if (prev_state & TASK_DEAD) {
 		/* Its final switch: what it held back has no boundary left to
 		 * tell; it was in the exit syscall. */
 		if (!cfg.lite) /* lite holds nothing back */
 			charge(st, st->clock.held_ns, st->clock.syscall_nr);
-		drop_piece(st);
 		leave(st);
 		keep_exited_runs(st);
 		bpf_task_storage_delete(&threads, prev);
-	} else if (!st->handoff.answer_to) {
+	} else {
 		/* Off its CPU, its charges go where they belong: another
 		 * thread may end the request meanwhile. Not on an asyncio
 		 * loop, whose next write claims them (backends.h): its thread
-		 * preempted midway through a task's piece. A pool thread's
-		 * piece is held until it answers back. */
+		 * preempted midway through a task's piece. */
 		if (st->loop.model != RUNTIME_ASYNCIO + 1)
 			flush(st);
 	}

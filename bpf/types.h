@@ -54,9 +54,6 @@ enum limits {
 	/* Most tasks an asyncio loop thread holds woken and not yet run
 	 * (backends.h). */
 	LOOP_QUEUE = 32,
-	/* Most requests a target's pool queue holds (handoff.h); older ones
-	 * are overwritten. */
-	POOL_QUEUE = 128,
 	/* The bit of a stdio channel's id that marks a client's end of it
 	 * (STDIO_CLIENT). */
 	STDIO_CLIENT_BIT = 62,
@@ -342,11 +339,6 @@ struct conn_state {
 	 * (the close, and what it does after) until it turns to other work
 	 * or exits: only then is its last request emitted. */
 	__u32 closing;
-	/* Its open request was left unanswered by a loop thread that feeds a
-	 * pool, with no thread woken for it: queued in its target's
-	 * pool_queue (handoff.h). */
-	__u32 pool_queued;
-	__u32 pad_pool;
 	struct backend_use backends[MAX_BACKENDS];
 	/* Outbound: its call in flight. */
 	struct backend_link link;
@@ -416,37 +408,7 @@ struct thread_handoff {
 	__u32 pending;       /* ... and taken up when the thread runs */
 	__u32 pending_depth;
 	__u32 depth;         /* 0: it serves a connection of its own */
-	/* A pool thread's (it never served a connection) piece: the tid of
-	 * the thread that handed it its request, which it answers back to;
-	 * its CPU is held in serving.pending until it does. 0: none. */
-	__u32 answer_to;
-	__u32 pending_answer_to; /* the pending hand-off opens a pool piece */
-	/* Holding a piece, it answered back in the syscall it is in: the
-	 * piece ends at the syscall's exit. */
-	__u32 answered;
-	/* The last two futex words it slept on: a wake on one of them by this
-	 * thread hands over a lock it shares with the woken thread (a pool's
-	 * mutex, CPython's GIL), neither work nor a result. */
-	__u64 slept[2];
-	/* Holding a piece: the futex word it was woken from to take it. Back
-	 * asleep on that word without answering back, it found no job (another
-	 * thread took it first): its piece is dropped. */
-	__u64 job_word;
-	/* Past its piece's answer back, it goes on without sleeping: what
-	 * it does is its request's, unless it answers back again, when it
-	 * was a job queued without a wake, whose request is estimated. */
-	__u32 queued;
-	/* It handed a piece to a pool thread: it feeds a pool, and the
-	 * requests it leaves unanswered with no thread woken are queued. */
-	__u32 feeds_pool;
-	/* Its piece came from a loop that does a request's work as it reads
-	 * it (libuv): the pool runs jobs in the order queued, and each job it
-	 * begins is the oldest of the pool queue, estimated. */
-	__u32 fifo;
-	__u32 pending_fifo;
-	/* The place in the pool queue of the request it took for its job,
-	 * plus 1: given back if it finds no job after all. 0: none. */
-	__u64 popped;
+	__u32 pad;
 };
 
 /* Where a Go thread finds its goroutine (goroutines.h). */
@@ -505,16 +467,6 @@ struct thread_state {
 	struct thread_handoff handoff;
 	struct thread_go go;
 	struct thread_loop loop;
-};
-
-/* Requests whose work a target's loop thread queued for its pool with no
- * thread woken for it, in the order queued: a pool thread that takes the
- * next job without sleeping takes the oldest (handoff.h). head and tail
- * count pops and pushes; the slot of the nth is n % POOL_QUEUE. */
-struct pool_queue {
-	__u64 head;
-	__u64 tail;
-	__u64 conns[POOL_QUEUE];
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -798,14 +750,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct cpu_state);
 } cpus SEC(".maps");
-
-/* Per target: its pool's queue of requests (handoff.h). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_TARGETS);
-	__type(key, __u32);
-	__type(value, struct pool_queue);
-} pool_queues SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

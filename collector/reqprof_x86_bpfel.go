@@ -87,8 +87,6 @@ type reqprofConnState struct {
 	ConnFlags    uint32
 	BackendsUsed uint32
 	Closing      uint32
-	PoolQueued   uint32
-	PadPool      uint32
 	Backends     [4]reqprofBackendUse
 	Link         struct {
 		_            structs.HostLayout
@@ -175,16 +173,8 @@ const (
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
 	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
 	reqprofLimitsLOOP_QUEUE           reqprofLimits = 32
-	reqprofLimitsPOOL_QUEUE           reqprofLimits = 128
 	reqprofLimitsSTDIO_CLIENT_BIT     reqprofLimits = 62
 )
-
-type reqprofPoolQueue struct {
-	_     structs.HostLayout
-	Head  uint64
-	Tail  uint64
-	Conns [128]uint64
-}
 
 type reqprofRecordFlags uint32
 
@@ -380,21 +370,12 @@ type reqprofThreadState struct {
 		OffcpuPendingNs uint64
 	}
 	Handoff struct {
-		_               structs.HostLayout
-		PendingConn     uint64
-		Pending         uint32
-		PendingDepth    uint32
-		Depth           uint32
-		AnswerTo        uint32
-		PendingAnswerTo uint32
-		Answered        uint32
-		Slept           [2]uint64
-		JobWord         uint64
-		Queued          uint32
-		FeedsPool       uint32
-		Fifo            uint32
-		PendingFifo     uint32
-		Popped          uint64
+		_            structs.HostLayout
+		PendingConn  uint64
+		Pending      uint32
+		PendingDepth uint32
+		Depth        uint32
+		Pad          uint32
 	}
 	Go struct {
 		_          structs.HostLayout
@@ -439,7 +420,6 @@ const (
 	reqprofMapGoroutines           = "goroutines"
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
-	reqprofMapPoolQueues           = "pool_queues"
 	reqprofMapRequests             = "requests"
 	reqprofMapRuntimes             = "runtimes"
 	reqprofMapSelfTimings          = "self_timings"
@@ -577,7 +557,6 @@ type reqprofMapSpecs struct {
 	Goroutines      *ebpf.MapSpec `ebpf:"goroutines"`
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
-	PoolQueues      *ebpf.MapSpec `ebpf:"pool_queues"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
 	Runtimes        *ebpf.MapSpec `ebpf:"runtimes"`
 	SelfTimings     *ebpf.MapSpec `ebpf:"self_timings"`
@@ -653,7 +632,6 @@ type reqprofMaps struct {
 	Goroutines      *ebpf.Map `ebpf:"goroutines"`
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
-	PoolQueues      *ebpf.Map `ebpf:"pool_queues"`
 	Requests        *ebpf.Map `ebpf:"requests"`
 	Runtimes        *ebpf.Map `ebpf:"runtimes"`
 	SelfTimings     *ebpf.Map `ebpf:"self_timings"`
@@ -679,7 +657,6 @@ func (m *reqprofMaps) Close() error {
 		m.Goroutines,
 		m.ListenPorts,
 		m.ListenUnix,
-		m.PoolQueues,
 		m.Requests,
 		m.Runtimes,
 		m.SelfTimings,
