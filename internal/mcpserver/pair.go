@@ -69,13 +69,6 @@ func client() *mcp.Client {
 	return mcp.NewClient(&mcp.Implementation{Name: "reqprof-compare", Version: "1"}, nil)
 }
 
-// diesWithDriver has a server killed when the driver that started it dies,
-// however it dies: a driver killed by a test's cleanup left its HTTP
-// server running.
-func diesWithDriver() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
 // startStdio starts the stdio server through CommandTransport, held
 // (--hold) so that the initialize the client writes waits in its stdin
 // until Connect releases it.
@@ -83,7 +76,6 @@ func startStdio(bin string, serverArgs, env []string) (*Child, error) {
 	c := &Child{Transport: "stdio", connected: make(chan connectResult, 1)}
 	c.cmd = exec.Command(bin, append([]string{"--hold"}, serverArgs...)...)
 	c.cmd.Env = append(os.Environ(), env...)
-	c.cmd.SysProcAttr = diesWithDriver()
 	if err := c.pipeStderr(); err != nil {
 		return nil, err
 	}
@@ -111,7 +103,6 @@ func startHTTP(bin string, serverArgs, env []string) (*Child, error) {
 	c := &Child{Transport: "http"}
 	c.cmd = exec.Command(bin, append([]string{"--http", "127.0.0.1:0"}, serverArgs...)...)
 	c.cmd.Env = append(os.Environ(), env...)
-	c.cmd.SysProcAttr = diesWithDriver()
 	stdout, err := c.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
