@@ -427,7 +427,7 @@ type Run struct {
 // points: the split is estimated from the kernel's per-task tick
 // accounting. Measured by the collector's TestLiteMode against a full
 // window on the same server.
-const LiteSplitPrecisionPoints = 10
+const LiteSplitPrecisionPoints = 20
 
 // Overhead is what reqprof itself cost over the window, so that every
 // result carries its price.
