@@ -186,6 +186,9 @@ func TestMCPClientAndItsServers(t *testing.T) {
 	const calls = 200 // of each tool on each server
 	cmd := exec.Command(bin, "--compare", "--calls", strconv.Itoa(calls), "--light", "100us", "--heavy", "400us", "--linger", "1m")
 	cmd.Stderr = os.Stderr
+	// In a process group of its own, killed whole: killing the driver alone
+	// left the HTTP server it started running after every test run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +197,7 @@ func TestMCPClientAndItsServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
 	out := bufio.NewReader(stdout)
