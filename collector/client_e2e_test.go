@@ -16,6 +16,7 @@ import (
 	"github.com/reqprof/reqprof/internal/calclient"
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/grpcserver"
+	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -89,7 +90,7 @@ func clientCalls(t *testing.T, target profile.Target) map[profile.RouteKey]profi
 // goroutine: 2 to 12% of the client's CPU in the runs made, more on a
 // loaded machine), and at least 80% of its CPU is attributed.
 func TestGoHTTPClientCalls(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	nginxBin := lookPathOrFail(t, "nginx")
 	_, port := startNginx(t, nginxBin, 1)
 	peer := fmt.Sprintf("127.0.0.1:%d", port)
@@ -142,7 +143,7 @@ func TestGoHTTPClientCalls(t *testing.T) {
 // after each answer) measures its threads' CPU per call; reqprof's is
 // within 3% of it.
 func TestCalibratedClientCalls(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	nginxBin := lookPathOrFail(t, "nginx")
 	_, port := startNginx(t, nginxBin, 1)
 	peer := fmt.Sprintf("127.0.0.1:%d", port)
@@ -181,7 +182,7 @@ func TestCalibratedClientCalls(t *testing.T) {
 // peer, each counted as made, and each server's requests as it answered
 // them; the target has both ends, with their sum.
 func TestMCPClientAndItsServers(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
 	const calls = 200 // of each tool on each server
 	cmd := exec.Command(bin, "--compare", "--calls", strconv.Itoa(calls), "--light", "100us", "--heavy", "400us", "--linger", "1m")
@@ -280,7 +281,7 @@ func TestMCPClientAndItsServers(t *testing.T) {
 // server on 2 connections opened in the window: each call is a request
 // named by its method path and peer, counted as the client made them.
 func TestGRPCClientCalls(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
 	srv, err := calserver.Spawn(exec.Command(bin, "--light", "20us", "--heavy", "20us"))
 	if err != nil {
@@ -312,7 +313,7 @@ func TestGRPCClientCalls(t *testing.T) {
 // and each request once as a request served, and the two are told apart.
 // Detected, it is a server: its calls are no requests.
 func TestClientCallingItself(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	const calls = 4000
 	for _, role := range []string{profile.RoleBoth, ""} {
 		client := startCalclient(t, "--serve-self", "--kind", "nethttp", "--conns", "2", "--calls", strconv.Itoa(calls), "--path", "/self")
@@ -363,7 +364,7 @@ func TestClientCallingItself(t *testing.T) {
 // first's by what their burns are apart, and the all-in CPU per call is
 // the client's own.
 func TestAsyncioClientCalls(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	python := lookPathOrFail(t, "python3")
 	nginxBin := lookPathOrFail(t, "nginx")
 	_, port := startNginx(t, nginxBin, 1)

@@ -19,6 +19,7 @@ import (
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/internal/nginxconf"
+	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
@@ -89,7 +90,7 @@ func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, r
 // TestNginxUnderWrk profiles a real server nobody here wrote: nginx from
 // Debian, one process, under wrk. The request count must match wrk's.
 func TestNginxUnderWrk(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	nginxBin, wrkBin := lookPathOrFail(t, "nginx"), lookPathOrFail(t, "wrk")
 	pid, port := startNginx(t, nginxBin, 0)
 
@@ -110,7 +111,7 @@ func TestNginxUnderWrk(t *testing.T) {
 // attached through the master with its children followed: every request
 // the workers serve is counted.
 func TestPreforkNginxThroughMaster(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	nginxBin, wrkBin := lookPathOrFail(t, "nginx"), lookPathOrFail(t, "wrk")
 	master, port := startNginx(t, nginxBin, 2)
 	var wrkCount int
@@ -221,7 +222,7 @@ func waitListening(t *testing.T, port int) {
 // exited, and the result says the process exited rather than passing off
 // a part as the whole.
 func TestTargetExitsDuringWindow(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	srv := startCalserver(t, "--model", "threads", "--burn", "100us")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -260,7 +261,7 @@ func TestTargetExitsDuringWindow(t *testing.T) {
 // during the window is labelled partial, naming the program, rather than
 // passing off two programs' figures as one's.
 func TestTargetExecsDuringWindow(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	sleepPath, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +313,7 @@ func TestTargetExecsDuringWindow(t *testing.T) {
 // ns_last_pid just below it, which makes it the next pid the kernel gives,
 // and forks at once.
 func TestReusedPidIsNotTheTarget(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	start := func(name string, args ...string) *exec.Cmd {
 		cmd := exec.Command(name, args...)
 		if err := cmd.Start(); err != nil {
@@ -429,7 +430,7 @@ func TestRunRejectsBadTargets(t *testing.T) {
 // TestCgroupTarget profiles every process of a cgroup v2 directory as one
 // target: a server moved into a cgroup is found through it.
 func TestCgroupTarget(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	dir := filepath.Join("/sys/fs/cgroup", fmt.Sprintf("reqprof-test-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatalf("making a cgroup (cgroup v2 at /sys/fs/cgroup): %v", err)

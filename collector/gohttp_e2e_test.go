@@ -10,6 +10,7 @@ import (
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/gohttp"
 	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/testbin"
 )
 
 // TestGoNetHTTP profiles a plain Go net/http server, goroutines free to move
@@ -22,7 +23,7 @@ import (
 // that last read another connection, and only following goroutines charges
 // it to the right request.
 func TestGoNetHTTP(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
 	for _, tc := range []struct {
 		name  string

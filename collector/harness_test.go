@@ -17,6 +17,7 @@ import (
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -69,19 +70,6 @@ func buildCmd(t *testing.T, pkg string) string {
 	}
 	built.bins[pkg] = bin
 	return bin
-}
-
-// requireBPF skips a test that loads BPF when not root, except under CI,
-// where CI runs as root and a skip would hide a broken test.
-func requireBPF(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("BPF tests must run as root under CI")
-	}
-	t.Skip("loading BPF needs root")
 }
 
 // server is a calibrated server running as a child process.
@@ -145,7 +133,7 @@ func measureWith(t *testing.T, pids []int, followChildren bool, load func()) win
 // measureConfig is measure with a Config set as configure says.
 func measureConfig(t *testing.T, pids []int, configure func(*collector.Config), load func()) window {
 	t.Helper()
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	var targets []collector.Target
 	for _, pid := range pids {
 		targets = append(targets, collector.Target{PID: pid})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/internal/mcpserver"
+	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -25,7 +26,7 @@ import (
 // that never touches stdio or the connection, and on another thread its
 // CPU is the request's only where that thread was handed it.
 func TestMCPStdioAndHTTP(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
 	pair, err := mcpserver.StartPair(bin, 100*time.Microsecond, 400*time.Microsecond, []string{"GOMAXPROCS=1"})
 	if err != nil {

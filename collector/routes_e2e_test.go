@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -84,7 +85,7 @@ func TestRoutesOfJSONRPCMethods(t *testing.T) {
 // TestRedisCommands: redis-server from Debian under redis-benchmark: GET and
 // SET are named and counted.
 func TestRedisCommands(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	server, bench := lookPathOrFail(t, "redis-server"), lookPathOrFail(t, "redis-benchmark")
 	port := freePort(t)
 	cmd := exec.Command(server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")

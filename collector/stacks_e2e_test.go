@@ -13,6 +13,7 @@ import (
 	"github.com/reqprof/reqprof/internal/cserver"
 	"github.com/reqprof/reqprof/internal/gohttp"
 	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
@@ -34,7 +35,7 @@ type stackRoute struct {
 // frame pointers skips BurnAlpha and BurnBeta: they are found from the
 // word on top of the stack, where the pclntab says there is no frame.
 func TestStacksGoRoutes(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
 	cmd := exec.Command(bin, "--route", "/alpha=1ms", "--route", "/beta=2ms", "--burn-in", "/alpha=alpha", "--burn-in", "/beta=beta")
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
@@ -58,7 +59,7 @@ func TestStacksGoRoutes(t *testing.T) {
 // TestStacksCRoutes is TestStacksGoRoutes for a C server (a thread per
 // connection), whose functions come from its ELF symbol table.
 func TestStacksCRoutes(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin, err := cserver.Build(t.TempDir())
 	if errors.Is(err, cserver.ErrNoCompiler) {
 		t.Skip(err)
@@ -218,7 +219,7 @@ func containsFrame(frames []string, function string) bool {
 // its burn functions are addresses in its binary, told apart still, and a
 // note says why, once.
 func TestStacksStrippedBinary(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin, err := cserver.Build(t.TempDir(), "-s")
 	if errors.Is(err, cserver.ErrNoCompiler) {
 		t.Skip(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/reqprof/reqprof/internal/gohttp"
 	"github.com/reqprof/reqprof/internal/grpcserver"
 	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -55,7 +56,7 @@ func meanTotalsUs(sum profile.Totals) float64 {
 // :method and :path, with protocol h2, counted exactly; the overall mean is
 // the process's CPU per request.
 func TestHTTP2Streams(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	h2load := lookPathOrFail(t, "h2load")
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
 	cmd := exec.Command(bin, "--h2c", "--route", "/light=100us", "--route", "/heavy=400us")
@@ -130,7 +131,7 @@ func h2loadSucceeded(t *testing.T, out []byte) int {
 // compression state began before): its calls are counted per burst, and
 // the target says so.
 func TestGRPCCalls(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
 	srv, err := calserver.Spawn(exec.Command(bin, "--light", "50us", "--heavy", "200us", "--messages", "4"))
 	if err != nil {
@@ -172,7 +173,7 @@ func TestGRPCCalls(t *testing.T) {
 // calls cannot be named, but its frames still delimit them: each call is
 // counted, named by port, and nothing is merged.
 func TestGRPCJoinedMidStream(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
 	srv, err := calserver.Spawn(exec.Command(bin))
 	if err != nil {
@@ -213,7 +214,7 @@ func TestGRPCJoinedMidStream(t *testing.T) {
 // TestHTTP1Pipelined sends sixteen requests in each write to a Go net/http
 // server, which reads them in one read: each is a request, named.
 func TestHTTP1Pipelined(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
 	cmd := exec.Command(bin, "--route", "/a=20us", "--route", "/b=80us")
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
@@ -259,7 +260,7 @@ func TestHTTP1Pipelined(t *testing.T) {
 // per connection against Debian's redis-server: each SET and GET is a
 // request, named by its command, as redis's own command statistics count.
 func TestRedisPipelined(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	redisServer := lookPathOrFail(t, "redis-server")
 	bench := lookPathOrFail(t, "redis-benchmark")
 	port := freePort(t)
@@ -371,7 +372,7 @@ async def app(scope, receive, send):
 // socket, as it does behind a local proxy: every request counted, named by
 // its path, its CPU seen.
 func TestUvicornOnUnixSocket(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	uvicorn := lookPathOrFail(t, "uvicorn")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "app.py"), []byte(asgiApp), 0o644); err != nil {
@@ -422,7 +423,7 @@ func TestUvicornOnUnixSocket(t *testing.T) {
 // its method and tool, notifications are counted apart, and CPU per request
 // is the server's own within 3%.
 func TestStdioJSONRPC(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/stdioserver/cmd/stdioserver")
 	cmd := exec.Command(bin, "--light", "100us", "--heavy", "400us")
 	stdin, err := cmd.StdinPipe()
@@ -493,7 +494,7 @@ func TestStdioJSONRPC(t *testing.T) {
 // has it: every tools/call is a request named by its tool, counted as the
 // server counted them, and the two tools' CPU differs by what they burn.
 func TestMCPServerOverStdio(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
 	cmd := exec.Command(bin, "--light", "100us", "--heavy", "400us")
 	// One P: the SDK runs each call's handler in a goroutine of its own
@@ -561,7 +562,7 @@ func TestMCPServerOverStdio(t *testing.T) {
 // 6% (it came out 4.2% over; the burst model shared each pair's CPU
 // equally, heavy and light alike).
 func TestStdioOutOfOrder(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/stdioserver/cmd/stdioserver")
 	cmd := exec.Command(bin, "--out-of-order", "--light", "100us", "--heavy", "300us", "--slow", "400us", "--wait", "5ms")
 	stdin, err := cmd.StdinPipe()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/internal/testbin"
 )
 
 // burstyTarget runs in bursts of 2 ms of CPU with 0.1 ms sleeps between
@@ -29,7 +30,7 @@ while True:
 // unattributed. Here the collector is held 30 ms between a target's
 // registration and its opening, every run.
 func TestThreadRunningWhileTargetRegisters(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	cmd := exec.Command(lookPathOrFail(t, "python3"), "-c", burstyTarget)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -32,32 +32,6 @@ import (
 	"github.com/reqprof/reqprof/internal/testbin"
 )
 
-// requireBPF skips a test that loads BPF when not root, except under CI.
-func requireBPF(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("BPF tests must run as root under CI")
-	}
-	t.Skip("loading BPF needs root")
-}
-
-// lookPath finds a command the test needs; missing, it fails the test
-// under CI (which installs it) and skips it elsewhere.
-func lookPath(t *testing.T, name string) string {
-	t.Helper()
-	if path, err := exec.LookPath(name); err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed (make deps installs it)", name)
-	}
-	t.Skipf("%s is not installed (make deps installs it)", name)
-	return ""
-}
-
 // binary is reqprof or the calibrated server ("calserver"), built once
 // for the package's tests; TestMain removes them.
 func binary(t *testing.T, name string) string {
@@ -225,7 +199,7 @@ func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*ma
 // series, and a scrape every 20 ms, through the restart, never sees one
 // go down.
 func TestServeFollowsARestart(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	port := freePort(t)
 	first := startCalserver(t, port, "--burn", "100us")
 	s := startServe(t, "--port", fmt.Sprintf("%d=api", port))
@@ -293,8 +267,8 @@ func TestServeFollowsARestart(t *testing.T) {
 // the server's own CPU per request, and the request rate within 2% of the
 // load's.
 func TestServePrometheusMatchesServer(t *testing.T) {
-	requireBPF(t)
-	prometheus := lookPath(t, "prometheus")
+	testbin.RequireBPF(t)
+	prometheus := testbin.LookPath(t, "prometheus")
 	port := freePort(t)
 	srv := startCalserver(t, port, "--burn", "200us")
 	s := startServe(t, "--port", strconv.Itoa(port))

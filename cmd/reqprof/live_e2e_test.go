@@ -19,32 +19,8 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/testbin"
 )
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("BPF tests must run as root under CI")
-	}
-	t.Skip("loading BPF needs root")
-}
-
-// needCommand finds a command the test needs; missing, it fails the test
-// under CI (which installs it) and skips it elsewhere.
-func needCommand(t *testing.T, name string) string {
-	t.Helper()
-	if path, err := exec.LookPath(name); err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed (make deps installs it)", name)
-	}
-	t.Skipf("%s is not installed (make deps installs it)", name)
-	return ""
-}
 
 // loadFor sends the demo's MCP call to addr for about d, in batches, and
 // returns how many were answered.
@@ -70,8 +46,8 @@ var liveHeading = regexp.MustCompile(`reqprof: \d+ s of 6 s, \d+ s left; per req
 // loaded: a table of the last second is redrawn in place each second, and
 // taken away when the window closes, before the report.
 func TestLiveViewInTmux(t *testing.T) {
-	requireRoot(t)
-	tmux := needCommand(t, "tmux")
+	testbin.RequireBPF(t)
+	tmux := testbin.LookPath(t, "tmux")
 	t.Setenv(asReqprof, "1")
 	srv, err := startDemoServer(demoServers[0].args)
 	if err != nil {
@@ -142,7 +118,7 @@ func TestLiveViewInTmux(t *testing.T) {
 // Where stderr is no terminal, the live view is plain lines, no escape
 // codes; and --requests logs every request the report counts.
 func TestLiveViewPlainAndRequestLog(t *testing.T) {
-	requireRoot(t)
+	testbin.RequireBPF(t)
 	t.Setenv(asReqprof, "1")
 	srv, err := startDemoServer(demoServers[0].args)
 	if err != nil {

@@ -95,3 +95,30 @@ func Remove() {
 		builds = map[string]*build{}
 	}
 }
+
+// RequireBPF skips a test that loads BPF when not root, except under CI,
+// where such a test must run: a skipped accuracy test proves nothing.
+func RequireBPF(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("BPF tests must run as root under CI")
+	}
+	t.Skip("loading BPF needs root")
+}
+
+// LookPath finds a command a test needs; missing, it fails the test under
+// CI (which installs it) and skips it elsewhere.
+func LookPath(t testing.TB, name string) string {
+	t.Helper()
+	if path, err := exec.LookPath(name); err == nil {
+		return path
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not installed (make deps installs it)", name)
+	}
+	t.Skipf("%s is not installed (make deps installs it)", name)
+	return ""
+}
