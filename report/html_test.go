@@ -201,7 +201,7 @@ func TestHTMLTargetLines(t *testing.T) {
 	// As a browser reads it: the template escapes more than it must.
 	page := html.UnescapeString(writeHTMLString(t, Summarize(oneTargetRun())))
 	for _, want := range []string{
-		`<p class="cpu-seen">CPU seen: 24.8 ms = attributed 23.6 ms (95.0%) (of which 0.2 ms in the server's loop after responses) + unattributed 1.2 ms (5.0%); kernel accounting 24.9 ms (reqprof saw 99.74%)</p>`,
+		`<p class="cpu-seen">CPU seen: 24.8 ms = attributed 23.6 ms (95.0%) (of which 0.2 ms in the server's loop after responses) + unattributed 1.2 ms (5.0%); kernel accounting 24.9 ms (reqprof saw 99.74%); all-in 124.2 µs per request</p>`,
 		"<h4>unattributed CPU by thread name, largest first</h4>",
 		"<tr><td>worker</td><td>8</td><td>0.83</td><td>67.1%</td></tr>",
 		"<tr><td>other (2 names)</td><td>2</td><td>0.03</td><td>2.2%</td></tr>",

@@ -130,6 +130,11 @@ type TargetSummary struct {
 	// did after it until it exited or turned to other work.
 	SetupUs    float64 `json:"setup_us"`
 	SchedCPUUs float64 `json:"sched_cpu_us"`
+	// AllInPerRequestUs is all the CPU seen (ProcessCPUUs, unattributed
+	// included: a runtime's own threads, work between requests) over the
+	// requests finished: the utime+stime per request users divide out,
+	// taken on the exact clock over the window. 0 with no request.
+	AllInPerRequestUs float64 `json:"all_in_per_request_us"`
 
 	// All waiting of the target's threads over the window, in requests or
 	// not; absent in summaries of a reqprof that did not measure it.
@@ -354,6 +359,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		BetweenRequestsCPUUs: usFromNs(t.BetweenRequestsNs),
 		SetupUs:              perRequestUs(totals.SetupNs, n),
 		SchedCPUUs:           usFromNs(t.SchedCPUNs),
+		AllInPerRequestUs:    perRequestUs(t.ProcessNs(), n),
 		RunqueueTotalUs:      new(usFromNs(t.RunqueueNs)),
 		OffCPUTotalUs:        new(usFromNs(t.OffCPUNs)),
 

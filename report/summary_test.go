@@ -77,6 +77,7 @@ func TestSummarizeByHand(t *testing.T) {
 		SetupUs:              10.1,
 		ProcessCPUUs:         24834.6,
 		SchedCPUUs:           24900,
+		AllInPerRequestUs:    124.2, // 24,834.6 µs seen over 200 requests
 		RunqueueTotalUs:      new(12345.7),
 		OffCPUTotalUs:        new(38765432.1),
 		UnfinishedRequests:   2,

@@ -175,6 +175,9 @@ func cpuSeenLine(t TargetSummary) string {
 		fmt.Fprintf(&b, "; kernel accounting %s ms (reqprof saw %.2f%%)",
 			ms(t.SchedCPUUs), 100*t.ProcessCPUUs/t.SchedCPUUs)
 	}
+	if t.AllInPerRequestUs > 0 {
+		fmt.Fprintf(&b, "; all-in %s µs per request", tenths(t.AllInPerRequestUs))
+	}
 	return b.String()
 }
 

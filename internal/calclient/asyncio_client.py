@@ -1,12 +1,16 @@
 """An asyncio client that counts its own calls and measures its CPU.
 
-Opens --conns keep-alive HTTP/1.1 connections to --addr, one task each,
-prints "ready", and on SIGUSR1 makes --calls calls in all: the task of
-connection i calls GET /c{i} and, after each answer, burns (i + 1) * --burn-us
-of CPU in a loop calibrated on the thread's clock, without a syscall. Then it prints one JSON line
-(calls, process_cpu_ns, per path: calls and burn_ns) and waits for SIGTERM.
-All tasks run on one loop thread, interleaving their calls: what reqprof's
-asyncio model (runtime "asyncio") has to split.
+Opens --conns keep-alive HTTP/1.1 connections to --addr, prints "ready",
+and on SIGUSR1 makes --calls calls in all from --conns tasks: task i calls
+GET /c{i} and, after each answer, burns (i + 1) * --burn-us of CPU in a
+loop calibrated on the thread's clock, without a syscall. Then it prints
+one JSON line (calls, process_cpu_ns, per path: calls and burn_ns) and
+waits for SIGTERM. All tasks run on one loop thread, interleaving their
+calls: what reqprof's asyncio model (runtime "asyncio") has to split.
+
+--lib raw writes the calls and parses the answers itself, a connection per
+task; --lib aiohttp makes them with aiohttp's ClientSession, its pool held
+to --conns connections (opened before "ready"), as an application would.
 """
 
 import argparse
@@ -63,12 +67,46 @@ async def read_response(reader):
     await reader.readexactly(length)
 
 
-async def calls_on(conn, path, n, rounds, stats):
-    reader, writer = conn
-    request = ("GET %s HTTP/1.1\r\nHost: asyncio-client\r\n\r\n" % path).encode()
-    for _ in range(n):
-        writer.write(request)
+class RawCalls:
+    """Calls written and parsed here, on a connection per task."""
+
+    async def open(self, host, port, conns):
+        self.conns = [await asyncio.open_connection(host, port) for _ in range(conns)]
+
+    async def call(self, task, path):
+        reader, writer = self.conns[task]
+        writer.write(("GET %s HTTP/1.1\r\nHost: asyncio-client\r\n\r\n" % path).encode())
         await read_response(reader)
+
+    async def close(self):
+        for _, writer in self.conns:
+            writer.close()
+
+
+class AiohttpCalls:
+    """Calls made with aiohttp's client, its pool of keep-alive
+    connections shared by the tasks."""
+
+    async def open(self, host, port, conns):
+        import aiohttp  # only this mode needs it
+
+        self.base = "http://%s:%d" % (host, port)
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=conns))
+        # Open the pool's connections before the calls that are counted:
+        # as many calls at once as it holds.
+        await asyncio.gather(*(self.call(i, "/warm") for i in range(conns)))
+
+    async def call(self, task, path):
+        async with self.session.get(self.base + path) as resp:
+            await resp.read()
+
+    async def close(self):
+        await self.session.close()
+
+
+async def calls_on(client, task, path, n, rounds, stats):
+    for _ in range(n):
+        await client.call(task, path)
         spin(rounds)
     stats[path] = {"calls": n, "rounds": rounds}
 
@@ -79,6 +117,7 @@ async def main():
     ap.add_argument("--conns", type=int, default=4)
     ap.add_argument("--calls", type=int, default=4000)
     ap.add_argument("--burn-us", type=int, default=50)
+    ap.add_argument("--lib", choices=("raw", "aiohttp"), default="raw")
     args = ap.parse_args()
     host, port = args.addr.rsplit(":", 1)
     loop = asyncio.get_running_loop()
@@ -90,21 +129,23 @@ async def main():
     # What each call's spin takes, measured before the calls: a clock read
     # amid them would be a syscall, and after them CPU of the last call.
     burns = {"/c%d" % i: burn_ns(r) for i, r in enumerate(rounds)}
-    conns = [await asyncio.open_connection(host, int(port)) for _ in range(args.conns)]
+    client = AiohttpCalls() if args.lib == "aiohttp" else RawCalls()
+    await client.open(host, int(port), args.conns)
     print("ready", flush=True)
     await start.wait()
     stats = {}
     cpu0 = time.process_time_ns()
     tasks = []
-    for i, conn in enumerate(conns):
+    for i in range(args.conns):
         n = args.calls // args.conns + (1 if i < args.calls % args.conns else 0)
-        tasks.append(calls_on(conn, "/c%d" % i, n, rounds[i], stats))
+        tasks.append(calls_on(client, i, "/c%d" % i, n, rounds[i], stats))
     await asyncio.gather(*tasks)
     cpu = time.process_time_ns() - cpu0
     for path, s in stats.items():
         s["burn_ns"] = burns[path]
     print(json.dumps({"calls": args.calls, "process_cpu_ns": cpu, "paths": stats}), flush=True)
     await stop.wait()
+    await client.close()
 
 
 if __name__ == "__main__":
