@@ -446,7 +446,41 @@ func warnings(t profile.Target) []string {
 				minCoveragePercent, maxCoveragePercent))
 		}
 	}
+	if w1 := lowAttributionWarning(t); w1 != "" {
+		w = append(w, w1)
+	}
 	return w
+}
+
+// minAttributedPercent is the share of the CPU seen that must go to
+// requests for the per-request figures to stand for the process's work
+// without a warning. Below it the rest is not a runtime's odd helper (Go's
+// sysmon took up to 12% of a busy client's CPU): it is a large part of
+// what the process did, typically on threads a runtime hands
+// requests' work to without their touching a connection, which reqprof
+// does not follow (LIMITS.md), and per-request and per-route figures
+// leave it out.
+const minAttributedPercent = 75
+
+// lowAttributionWarning says when less than minAttributedPercent of the
+// CPU seen went to requests, and to which threads most of the rest went;
+// "" otherwise, or with no request finished.
+func lowAttributionWarning(t profile.Target) string {
+	seen := t.ProcessNs()
+	if seen == 0 || t.AttributedNs()*100 >= seen*minAttributedPercent || t.Totals().Requests == 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("only %.1f%% of the CPU seen went to requests: per-request figures leave out the rest",
+		100*float64(t.AttributedNs())/float64(seen))
+	if sources := summarizeSources(t.UnattributedSources, t.UnattributedNs); len(sources) > 0 {
+		top := sources[0]
+		threads := "threads"
+		if top.Threads == 1 {
+			threads = "thread"
+		}
+		msg += fmt.Sprintf(", most of it (%.1f%%) on %d %s named %q", 100*float64(top.CPUMs)*1e6/float64(seen), top.Threads, threads, top.Thread)
+	}
+	return msg + " (threads a runtime hands work to that never touch a connection are not followed: docs/LIMITS.md)"
 }
 
 // lostCauses names where events were lost, as " (ring buffer full 4,

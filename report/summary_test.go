@@ -211,6 +211,45 @@ func TestCoverageWarning(t *testing.T) {
 	}
 }
 
+// Less than three quarters of the CPU seen going to requests is said, naming the
+// threads most of the rest went to: the per-request figures then leave out
+// most of the process's work (a runtime's pool threads), which must not
+// pass silently.
+func TestLowAttributionWarning(t *testing.T) {
+	pool := []profile.UnattributedSource{
+		{TID: 11, Comm: "AnyIO worker th", Ns: 700_000, Threads: 1},
+		{TID: 12, Comm: "AnyIO worker th", Ns: 90_000, Threads: 1},
+		{TID: 1, Comm: "uvicorn", Ns: 10_000, Threads: 1},
+	}
+	cases := []struct {
+		name         string
+		attributedNs uint64
+		requests     int
+		want         string
+	}{
+		{"a fifth attributed", 200_000, 100, `only 20.0% of the CPU seen went to requests: per-request figures leave out the rest, most of it (79.0%) on 2 threads named "AnyIO worker th" (threads a runtime hands work to that never touch a connection are not followed: docs/LIMITS.md)`},
+		{"a half", 800_000, 100, `only 50.0% of the CPU seen went to requests: per-request figures leave out the rest, most of it (49.4%) on 2 threads named "AnyIO worker th" (threads a runtime hands work to that never touch a connection are not followed: docs/LIMITS.md)`},
+		{"exactly three quarters", 2_400_000, 100, ""},
+		{"no request", 0, 0, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			target := profile.Target{PID: 1, UnattributedNs: 800_000, UnattributedSources: pool, SchedCPUNs: 800_000 + c.attributedNs,
+				Finished: profile.Totals{Requests: c.requests, CPUNs: c.attributedNs}}
+			got := Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
+			if c.want == "" {
+				if got.Partial {
+					t.Errorf("warnings %q, want none", got.Warnings)
+				}
+				return
+			}
+			if !got.Partial || len(got.Warnings) != 1 || got.Warnings[0] != c.want {
+				t.Errorf("partial %v, warnings %q\nwant %q", got.Partial, got.Warnings, c.want)
+			}
+		})
+	}
+}
+
 func TestWarningsInOrder(t *testing.T) {
 	target := profile.Target{PID: 1, LostEvents: 3, Exited: true, Execd: "/usr/bin/python3", ExecdAfter: 1200 * time.Millisecond,
 		UnattributedNs: 10, SchedCPUNs: 1_000_000}
