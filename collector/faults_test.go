@@ -40,7 +40,7 @@ func TestLostEventsSurfaceAsWarnings(t *testing.T) {
 	}
 
 	s := report.Summarize(run)
-	want := "7 events lost (ring buffer full 4, thread map full 2, connection map full 1): some CPU time or requests are missing"
+	want := "7 events lost (ring buffer full 4, thread state not created 2, connection map full 1): some CPU time or requests are missing"
 	if target := s.Targets[0]; !target.Partial || len(target.Warnings) != 1 || target.Warnings[0] != want {
 		t.Errorf("partial %v, warnings %q; want partial and %q", target.Partial, target.Warnings, want)
 	}

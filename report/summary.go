@@ -484,7 +484,7 @@ func lowAttributionWarning(t profile.Target) string {
 }
 
 // lostCauses names where events were lost, as " (ring buffer full 4,
-// thread map full 2)", in a fixed order; "" when the breakdown is unknown.
+// thread state not created 2)", in a fixed order; "" when the breakdown is unknown.
 func lostCauses(breakdown map[string]uint64) string {
 	var parts []string
 	seen := map[string]bool{}
@@ -513,7 +513,7 @@ func lostCauses(breakdown map[string]uint64) string {
 // name them.
 var lostCauseNames = []struct{ key, name string }{
 	{"ring_buffer", "ring buffer full"},
-	{"thread_map_full", "thread map full"},
+	{"thread_map_full", "thread state not created"},
 	{"conn_map_full", "connection map full"},
 	{"malformed", "malformed records"},
 }

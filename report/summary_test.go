@@ -273,7 +273,7 @@ func TestLostEventsByCause(t *testing.T) {
 		"malformed": 1, "conn_map_full": 2, "ring_buffer": 4, "thread_map_full": 2, "new_cause": 1,
 	}}
 	got := Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
-	want := "10 events lost (ring buffer full 4, thread map full 2, connection map full 2, malformed records 1, new_cause 1): some CPU time or requests are missing"
+	want := "10 events lost (ring buffer full 4, thread state not created 2, connection map full 2, malformed records 1, new_cause 1): some CPU time or requests are missing"
 	if len(got.Warnings) != 1 || got.Warnings[0] != want {
 		t.Errorf("warnings %q, want %q", got.Warnings, want)
 	}
