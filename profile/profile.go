@@ -405,8 +405,20 @@ const (
 // of this name. Both folds are one route.
 const OtherRoutes = "(other)"
 
-// ProcessNs is all CPU reqprof saw the target's threads use.
+// ProcessNs is all CPU reqprof saw the target's threads use, net of its
+// own cost where that was taken out of the requests' figures.
 func (t Target) ProcessNs() uint64 { return t.AttributedNs() + t.UnattributedNs }
+
+// SeenNs is all CPU reqprof saw the target's threads use, its own
+// programs' runs in their context included, as the kernel's accounting of
+// the process includes them: ProcessNs, plus what was taken out of the
+// finished requests' figures when it was.
+func (t Target) SeenNs() uint64 {
+	if t.SelfCost.Measured && !t.SelfCost.Kept {
+		return t.ProcessNs() + t.Totals().SelfNs
+	}
+	return t.ProcessNs()
+}
 
 // Run is one profiling window over one or more targets.
 type Run struct {

@@ -135,6 +135,11 @@ type TargetSummary struct {
 	// requests finished: the utime+stime per request users divide out,
 	// taken on the exact clock over the window. 0 with no request.
 	AllInPerRequestUs float64 `json:"all_in_per_request_us"`
+	// SeenCPUUs is ProcessCPUUs with reqprof's own cost in the target's
+	// threads added back where it was taken out: what is set against the
+	// kernel's accounting (SchedCPUUs), which includes it. Absent in runs
+	// saved before it was kept.
+	SeenCPUUs float64 `json:"seen_cpu_us,omitempty"`
 
 	// All waiting of the target's threads over the window, in requests or
 	// not; absent in summaries of a reqprof that did not measure it.
@@ -360,6 +365,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		SetupUs:              perRequestUs(totals.SetupNs, n),
 		SchedCPUUs:           usFromNs(t.SchedCPUNs),
 		AllInPerRequestUs:    perRequestUs(t.ProcessNs(), n),
+		SeenCPUUs:            usFromNs(t.SeenNs()),
 		RunqueueTotalUs:      new(usFromNs(t.RunqueueNs)),
 		OffCPUTotalUs:        new(usFromNs(t.OffCPUNs)),
 
@@ -437,7 +443,9 @@ func warnings(t profile.Target) []string {
 	if t.SchedCPUNs > 0 {
 		// Integer comparison keeps the bounds exact; it would overflow only
 		// past about 5 CPU-years in one window.
-		seen := t.ProcessNs()
+		// Like with like: the kernel's accounting includes reqprof's own
+		// cost in the target's threads, taken out of the requests.
+		seen := t.SeenNs()
 		if seen*100 < t.SchedCPUNs*minCoveragePercent || seen*100 > t.SchedCPUNs*maxCoveragePercent {
 			w = append(w, fmt.Sprintf(
 				"reqprof saw %.2f%% of the CPU the kernel accounted (%.1f ms of %.1f ms); expected %d%% to %d%%",

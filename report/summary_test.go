@@ -77,7 +77,8 @@ func TestSummarizeByHand(t *testing.T) {
 		SetupUs:              10.1,
 		ProcessCPUUs:         24834.6,
 		SchedCPUUs:           24900,
-		AllInPerRequestUs:    124.2, // 24,834.6 µs seen over 200 requests
+		AllInPerRequestUs:    124.2,   // 24,834.6 µs seen over 200 requests
+		SeenCPUUs:            24834.6, // no own cost taken out
 		RunqueueTotalUs:      new(12345.7),
 		OffCPUTotalUs:        new(38765432.1),
 		UnfinishedRequests:   2,
@@ -247,6 +248,25 @@ func TestLowAttributionWarning(t *testing.T) {
 				t.Errorf("partial %v, warnings %q\nwant %q", got.Partial, got.Warnings, c.want)
 			}
 		})
+	}
+}
+
+// The kernel's accounting includes reqprof's own cost in the target's
+// threads: where it was taken out of the requests, the coverage check adds
+// it back, or every run of a server with many syscalls a request would be
+// partial for what reqprof itself took out.
+func TestCoverageCountsOwnCostTakenOut(t *testing.T) {
+	target := profile.Target{PID: 1, UnattributedNs: 100_000, SchedCPUNs: 1_000_000,
+		Finished: profile.Totals{Requests: 10, CPUNs: 830_000, SelfNs: 70_000},
+		SelfCost: profile.SelfCost{Measured: true, TotalNs: 70_000}}
+	got := Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
+	if got.Partial || got.SeenCPUUs != 1000 {
+		t.Errorf("own cost taken out: partial %v (warnings %q), seen %.1f µs; want not partial, 1,000 µs seen", got.Partial, got.Warnings, got.SeenCPUUs)
+	}
+	target.SelfCost.Kept = true // --gross: 93% seen is 93%
+	got = Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
+	if !got.Partial || len(got.Warnings) != 1 || !strings.HasPrefix(got.Warnings[0], "reqprof saw 93.00%") {
+		t.Errorf("own cost kept: partial %v, warnings %q; want reqprof saw 93.00%%", got.Partial, got.Warnings)
 	}
 }
 

@@ -172,8 +172,15 @@ func cpuSeenLine(t TargetSummary) string {
 	}
 	fmt.Fprintf(&b, " + unattributed %s ms%s", ms(t.UnattributedCPUUs), share(t.UnattributedCPUUs, t.ProcessCPUUs))
 	if t.SchedCPUUs > 0 {
-		fmt.Fprintf(&b, "; kernel accounting %s ms (reqprof saw %.2f%%)",
-			ms(t.SchedCPUUs), 100*t.ProcessCPUUs/t.SchedCPUUs)
+		seen, own := t.ProcessCPUUs, ""
+		if t.SeenCPUUs > 0 {
+			seen = t.SeenCPUUs
+		}
+		if seen > t.ProcessCPUUs {
+			own = fmt.Sprintf(", %s ms of it its own cost", ms(seen-t.ProcessCPUUs))
+		}
+		fmt.Fprintf(&b, "; kernel accounting %s ms (reqprof saw %.2f%%%s)",
+			ms(t.SchedCPUUs), 100*seen/t.SchedCPUUs, own)
 	}
 	if t.AllInPerRequestUs > 0 {
 		fmt.Fprintf(&b, "; all-in %s µs per request", tenths(t.AllInPerRequestUs))
