@@ -29,12 +29,6 @@
 
 #include "threads.h"
 
-/* x86-64 numbers of the syscalls an asyncio loop waits in between
- * iterations. */
-#define NR_EPOLL_WAIT 232
-#define NR_EPOLL_PWAIT 281
-#define NR_EPOLL_PWAIT2 441
-
 /* How the thread's target resumes a request whose backend answered: read
  * once per thread. */
 static __always_inline __u32 model_of(struct thread_state *st)

@@ -338,6 +338,39 @@ static __always_inline struct conn_state *fresh_conn(__u32 target, __u32 tid, __
 	return fresh;
 }
 
+/* A full memory barrier: a locked exchange (an atomic that fetches is
+ * fully ordered), on this CPU's own word, which no other CPU touches. */
+static __always_inline void full_barrier(void)
+{
+	__u32 zero = 0;
+	struct cpu_state *cpu = bpf_map_lookup_elem(&cpus, &zero);
+	if (cpu)
+		__sync_lock_test_and_set(&cpu->fence, 1);
+}
+
+/* Whether sk is a TCP socket that has closed: reset, timed out, or done
+ * with. Its close (inet_sock_set_state to TCP_CLOSE) ends its state here,
+ * and nothing after it will: a state made for it afterwards would never
+ * go. A read or write traced after the close is one whose socket the peer
+ * reset while it ran or before (the bytes of a request that arrived
+ * before its reset are still read), or whose socket another CPU closed
+ * between the call and its tracepoint.
+ *
+ * The kernel takes a closing socket out of its table of connections
+ * before it traces the change of state, and stores the new state only
+ * after: out of the table is the mark that is set before the close's
+ * program looks for the socket's state. That program and conn_of each
+ * write, then put a full barrier, then read the other's write, so that
+ * one of them at least sees the other's: the close finds the state
+ * made, or conn_of finds the socket closed. */
+static __always_inline bool tcp_closed(struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if ((family != AF_INET && family != AF_INET6) || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return false;
+	return !BPF_CORE_READ(sk, __sk_common.skc_node.pprev);
+}
+
 /* Puts fresh in the map as cookie's state unless another CPU put one
  * there first, and returns the state there; NULL, counted, when the map
  * is full. */
@@ -397,13 +430,23 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 		fresh->in_off = consumed > (__u64)just_read ? consumed - just_read : 0;
 	}
 	c = insert_conn(cookie, fresh);
+	if (!c)
+		return 0;
+	full_barrier();
+	if (tcp_closed(sk)) {
+		/* Closed before its first sight was traced: it gets no state,
+		 * and the operation serves no request. Deleted whether or not
+		 * the close found it (then it was ended there). */
+		bpf_map_delete_elem(&conns, &cookie);
+		return 0;
+	}
 	/* Into the map's copy: the template is left as every other
 	 * connection needs it. */
-	if (c && role == ROLE_OUTBOUND)
+	if (role == ROLE_OUTBOUND)
 		peer_of(sk, &c->link.peer);
-	if (c && client)
+	if (client)
 		peer_of(sk, &c->rec.peer);
-	if (c && served && watch_setups) {
+	if (served && watch_setups) {
 		/* Accepted by a target: its setup is the connection's. */
 		__u64 key = (__u64)sk;
 		if (bpf_map_lookup_elem(&setups, &key))

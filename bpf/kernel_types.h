@@ -95,7 +95,16 @@ struct in6_addr {
 	} in6_u;
 } __attribute__((preserve_access_index));
 
+/* A node of a kernel hash list: pprev is NULL once it is out of its list. */
+struct hlist_node {
+	struct hlist_node *next;
+	struct hlist_node **pprev;
+} __attribute__((preserve_access_index));
+
 struct sock_common {
+	/* A TCP socket's node in the table of connections, left (pprev NULL)
+	 * when it closes. */
+	struct hlist_node skc_node;
 	unsigned short skc_family;
 	__u16 skc_num; /* local port, host byte order */
 	__u32 unread_pad; /* never read: the layout is the kernel's, relocated */

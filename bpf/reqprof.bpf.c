@@ -567,6 +567,10 @@ int BPF_PROG(on_inet_sock_set_state, struct sock *sk, int oldstate, int newstate
 		       (oldstate == TCP_CLOSE_WAIT && newstate == TCP_LAST_ACK) || newstate == TCP_CLOSE;
 	if (!closing)
 		return 0;
+	/* Out of the kernel's table already: the barrier orders that before
+	 * the lookup, against a state conn_of makes meanwhile (tcp_closed). */
+	if (newstate == TCP_CLOSE)
+		full_barrier();
 	__u64 cookie = bpf_get_socket_cookie(sk);
 	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
 	if (!c) {

@@ -50,6 +50,8 @@ static __always_inline bool switch_out(struct task_struct *prev, bool preempt, u
 		keep_exited_runs(st);
 		bpf_task_storage_delete(&threads, prev);
 	} else {
+		if (!preempt && prev_state != TASK_RUNNING)
+			blocks(st);
 		/* Off its CPU, its charges go where they belong: another
 		 * thread may end the request meanwhile. Not on an asyncio
 		 * loop, whose next write claims them (backends.h): its thread

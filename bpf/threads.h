@@ -274,6 +274,48 @@ static __always_inline void leave(struct thread_state *st)
 	leave_with(st, 0);
 }
 
+/* Whether syscall nr waits for events on a set of descriptors: where an
+ * event loop waits for its next work. */
+static __always_inline bool waits_for_events(long nr)
+{
+	return nr == NR_EPOLL_WAIT || nr == NR_EPOLL_PWAIT || nr == NR_EPOLL_PWAIT2 || nr == NR_POLL ||
+	       nr == NR_PPOLL || nr == NR_SELECT || nr == NR_PSELECT6;
+}
+
+/* The current thread blocks. A connection it closed ends once it turns
+ * to other work (leave_with), which an event loop waiting for events has
+ * done: it has nothing left to do, and when idle it may wait for long, or
+ * for ever, with the connection's state and last request held. So the
+ * connection ends here, and the thread serves nothing until its next
+ * work; a thread that blocks elsewhere (a lock, in its exit) is still at
+ * its connection's teardown. */
+static __always_inline void blocks(struct thread_state *st)
+{
+	if (!st->serving.in_tail || !st->serving.conn)
+		return;
+	long nr = st->clock.mode == MODE_SYSCALL ? st->clock.syscall_nr : -1;
+	if (cfg.lite) {
+		/* No syscall boundaries: the syscall it is in is in its
+		 * registers (in a page fault, its error code: at worst, a
+		 * teardown ended early). */
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		nr = regs ? BPF_CORE_READ(regs, orig_ax) : -1;
+	}
+	if (!waits_for_events(nr))
+		return;
+	struct conn_state *c = bpf_map_lookup_elem(&conns, &st->serving.conn);
+	if (!c || !c->closing)
+		return;
+	/* Its wait up to here is the teardown's, as a wait that returns at
+	 * once is; what it does once woken is no connection's. */
+	if (!cfg.lite) {
+		charge(st, st->clock.held_ns, nr);
+		st->clock.held_ns = 0;
+	}
+	leave_with(st, c);
+	st->serving.conn = 0;
+}
+
 /* The thread turns to conn (its request, or with in_tail the tail after
  * its response), having left what it served before. */
 static __always_inline void turn_to(struct thread_state *st, __u64 conn, __u32 in_tail)

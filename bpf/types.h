@@ -88,6 +88,15 @@ enum limits {
 /* ... and of those that accept a connection. */
 #define NR_ACCEPT 43
 #define NR_ACCEPT4 288
+/* ... and of those an event loop waits for events in (an asyncio loop
+ * between its iterations). */
+#define NR_EPOLL_WAIT 232
+#define NR_EPOLL_PWAIT 281
+#define NR_EPOLL_PWAIT2 441
+#define NR_POLL 7
+#define NR_PPOLL 271
+#define NR_SELECT 23
+#define NR_PSELECT6 270
 /* ... and of those that send a signal. */
 #define NR_KILL 62
 #define NR_TKILL 200
@@ -524,7 +533,9 @@ struct cpu_state {
 	__u32 target_plus1; /* 0: not a target */
 	__u32 generation;   /* targets_generation when filled in */
 	__u32 softirq_vec;
-	__u32 pad;
+	/* Written only by a locked exchange, for the barrier it is
+	 * (conns.h: full_barrier). */
+	__u32 fence;
 };
 
 /* Go servers run many goroutines on few threads and move them between

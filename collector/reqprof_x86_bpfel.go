@@ -135,7 +135,7 @@ type reqprofCpuState struct {
 	TargetPlus1      uint32
 	Generation       uint32
 	SoftirqVec       uint32
-	Pad              uint32
+	Fence            uint32
 }
 
 type reqprofGoLayout struct {
