@@ -9,11 +9,27 @@
 // It speaks calserver's protocol: it prints "listening on IP:PORT", serves
 // until SIGTERM, then prints its own figures as one JSON line: per route
 // the requests served and the CPU its burns took, read from the process's
-// CPU clock around each burn (process.cpuUsage: the loop thread does
-// nearly all of the process's work while it burns).
+// CPU clock around each burn (process.cpuUsage; Node 20 has no clock of
+// one thread). That clock is the loop thread's only when V8 has no
+// background threads at work, so the server must run with
+//   --single-threaded  V8's background tasks on the loop thread: otherwise
+//                      its helper threads, no request's, took 11.6% of the
+//                      process's CPU under reqprof's tests' load (mostly
+//                      concurrent compiles), and a burn counted whatever of
+//                      it ran meanwhile, the more the longer the burn;
+//   --max-opt=1        no optimizing compiler: once on the loop thread, each
+//                      of its compiles (2 to 8 ms) lands in whichever
+//                      request runs, a few dozen a run, noise on the
+//                      routes' means that their burns do not see.
 //
-// usage: node node.js BACKEND_HOST:PORT BURN_MICROS
+// usage: node --single-threaded --max-opt=1 node.js BACKEND_HOST:PORT BURN_MICROS
 'use strict';
+const usage = 'usage: node --single-threaded --max-opt=1 node.js BACKEND_HOST:PORT BURN_MICROS';
+if (!process.execArgv.includes('--single-threaded') || !process.execArgv.includes('--max-opt=1') ||
+    process.argv.length !== 4) {
+  console.error(usage);
+  process.exit(2);
+}
 const http = require('http');
 
 const [backendHost, backendPort] = process.argv[2].split(':');
