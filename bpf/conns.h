@@ -407,7 +407,13 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 	/* No count of bytes read is kept for a Unix socket: its requests are
 	 * counted from here. */
 	__u32 conn_flags = served && !port ? REQ_UNIX : 0;
-	__u32 role = served ? ROLE_SERVER : outbound_stream(sk) ? ROLE_OUTBOUND : ROLE_OTHER;
+	if (!served && !outbound_stream(sk))
+		/* A datagram socket (a DNS lookup's), netlink, a Unix datagram:
+		 * never a request, and no close of it is traced, so it gets no
+		 * state (one kept would stay for good, a lookup a request
+		 * filling the map). */
+		return 0;
+	__u32 role = served ? ROLE_SERVER : ROLE_OUTBOUND;
 	bool client = role == ROLE_OUTBOUND && calls_are_requests(target);
 	if (client) {
 		/* Served as a request of its own, the other way round: a call
@@ -446,6 +452,10 @@ static __always_inline struct conn_state *conn_of(struct sock *sk, __u64 cookie,
 		peer_of(sk, &c->link.peer);
 	if (client)
 		peer_of(sk, &c->rec.peer);
+	/* An outbound Unix stream's end is its peer's EOF or its
+	 * descriptor's close, which is watched from now on. */
+	if ((role == ROLE_OUTBOUND ? c->link.peer.family : client ? c->rec.peer.family : 0) == AF_UNIX && !watch_unix)
+		watch_unix = 1;
 	if (served && watch_setups) {
 		/* Accepted by a target: its setup is the connection's. */
 		__u64 key = (__u64)sk;

@@ -409,14 +409,18 @@ static __always_inline void close_served(struct conn_state *c, __u64 cookie)
 
 /* A Unix socket has no state changes to trace (TCP's close is
  * inet_sock_set_state): a served one ends when its server reads the end of
- * it, or closes its descriptor. */
+ * it, or closes its descriptor; an outbound one's state goes then. */
 static __always_inline void close_unix(struct sock *sk, __u64 cookie)
 {
 	if (!cookie || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
 		return;
 	struct conn_state *c = bpf_map_lookup_elem(&conns, &cookie);
-	if (c && c->role == ROLE_SERVER)
+	if (!c)
+		return;
+	if (c->role == ROLE_SERVER)
 		close_served(c, cookie);
+	else
+		bpf_map_delete_elem(&conns, &cookie);
 }
 
 /* close(fd) by a target thread: the socket behind fd, if a Unix one it

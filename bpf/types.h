@@ -128,7 +128,7 @@ enum conn_phase {
 
 enum conn_role {
 	ROLE_SERVER = 1,   /* local port is one the target listens on */
-	ROLE_OTHER = 2,    /* not a stream socket: never starts a request */
+	/* 2 was a socket of no stream (datagrams, netlink): those get no state. */
 	ROLE_OUTBOUND = 3, /* a stream the target connected (a backend): its answers resume the request that called */
 };
 

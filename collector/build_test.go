@@ -39,7 +39,7 @@ func TestRunBuilderClassifiesTheWindowsEnd(t *testing.T) {
 	unseen.Rec.Flags = uint32(reqprofRecordFlagsREQ_START_UNSEEN)
 	b.addOpenConn(4, unseen)
 	other := serverConn(reqprofConnPhasePHASE_RESPONDING, 999, "")
-	other.Role = reqprofConnRoleROLE_OTHER
+	other.Role = reqprofConnRoleROLE_OUTBOUND
 	b.addOpenConn(5, other)
 	outOfRange := serverConn(reqprofConnPhasePHASE_RESPONDING, 999, "")
 	outOfRange.Rec.Target = 7

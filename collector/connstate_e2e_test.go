@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -254,5 +255,121 @@ func TestConnectionResetBeforeReadLeavesNoState(t *testing.T) {
 	}
 	if left != 0 {
 		t.Errorf("%d connection states left after nginx closed every connection: want 0", left)
+	}
+}
+
+// socketsPerCall is a target that, on SIGUSR1, makes calls calls each over
+// a socket of its own: a UDP datagram to udpAddr and its answer (a DNS
+// lookup's shape), then a Unix stream connection to unixPath, one request
+// and its answer, closed. It prints "ready" first and "done" after, then
+// waits for events as an idle loop does (a thread that closed a connection
+// ends it when it turns to other work or waits so).
+const socketsPerCall = `
+import select, signal, socket, sys
+udp_host, udp_port = sys.argv[1].rsplit(":", 1)
+unix_path, calls = sys.argv[2], int(sys.argv[3])
+signal.signal(signal.SIGUSR1, lambda *a: None)
+print("ready", flush=True)
+signal.pause()
+for _ in range(calls):
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.sendto(b"q", (udp_host, int(udp_port)))
+    u.recvfrom(64)
+    u.close()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(unix_path)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: u\r\n\r\n")
+    s.recv(64)
+    s.close()
+print("done", flush=True)
+select.select([], [], [], 3600)  # idle, as a loop waiting for events
+`
+
+// TestSocketsWithoutTracedCloseLeaveNoState: a target's datagram sockets
+// and its outbound Unix streams have no TCP state change to end them. A
+// datagram socket gets no state (it never carries a request), and an
+// outbound Unix stream's goes at its close: a target making a lookup or
+// a Unix connection per call used to leave a state for each, for good,
+// until the map was full.
+func TestSocketsWithoutTracedCloseLeaveNoState(t *testing.T) {
+	// As a client (found by itself: it serves nothing) its Unix streams'
+	// calls are requests; as a server's (--role server) they are backend
+	// calls.
+	for _, role := range []string{"", "server"} {
+		t.Run("role="+role, func(t *testing.T) { checkSocketsLeaveNoState(t, role) })
+	}
+}
+
+func checkSocketsLeaveNoState(t *testing.T, role string) {
+	testbin.RequireBPF(t)
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := udp.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = udp.WriteTo(buf[:n], from)
+		}
+	}()
+	unixPath := filepath.Join(t.TempDir(), "backend.sock")
+	ln, err := net.Listen("unix", unixPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 256)
+				if _, err := c.Read(buf); err == nil {
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+				}
+			}()
+		}
+	}()
+	const calls = 50
+	cmd := exec.Command(lookPathOrFail(t, "python3"), "-c", socketsPerCall, udp.LocalAddr().String(), unixPath, strconv.Itoa(calls))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("target: %q, %v", line, err)
+	}
+	var left int
+	w := measureConfig(t, []int{cmd.Process.Pid}, func(cfg *collector.Config) { cfg.Role = role }, func() {
+		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := out.ReadString('\n'); err != nil || line != "done\n" {
+			t.Fatalf("target: %q, %v", line, err)
+		}
+		left = waitConnEntries(t, 0)
+	})
+	target := targetOf(t, w.run, cmd.Process.Pid)
+	t.Logf("%d calls over a datagram socket and a Unix stream each: %d connection states left; role %s, calls counted %d, backends %+v",
+		calls, left, target.Role, target.Finished.Requests, target.Backends)
+	if left != 0 {
+		t.Errorf("%d connection states left after %d datagram sockets and %d Unix streams closed: want 0", left, calls, calls)
 	}
 }

@@ -70,7 +70,6 @@ type reqprofConnRole uint32
 
 const (
 	reqprofConnRoleROLE_SERVER   reqprofConnRole = 1
-	reqprofConnRoleROLE_OTHER    reqprofConnRole = 2
 	reqprofConnRoleROLE_OUTBOUND reqprofConnRole = 3
 )
 
