@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -64,13 +65,19 @@ var interpreterArgs = map[string][]string{"node.js": {"--single-threaded", "--ma
 // the interpreter given, calling backend, burning burnUs per unit.
 func startLoopServer(t *testing.T, interpreter, script, backend string, burnUs int) *calserver.Process {
 	t.Helper()
+	return startScriptServer(t, interpreter, interpreterArgs[script], "backendservers", script, backend, fmt.Sprint(burnUs))
+}
+
+// startScriptServer starts internal/DIR/SCRIPT with args, a server
+// speaking calserver's protocol, run by the interpreter given with flags.
+func startScriptServer(t *testing.T, interpreter string, flags []string, dir, script string, args ...string) *calserver.Process {
+	t.Helper()
 	bin := lookPathOrFail(t, interpreter)
-	path, err := filepath.Abs(filepath.Join("..", "internal", "backendservers", script))
+	path, err := filepath.Abs(filepath.Join("..", "internal", dir, script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append(append([]string{}, interpreterArgs[script]...), path, backend, fmt.Sprint(burnUs))
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, slices.Concat(flags, []string{path}, args)...)
 	cmd.Stderr = os.Stderr
 	p, err := calserver.Spawn(cmd)
 	if err != nil {
@@ -87,6 +94,41 @@ func backendOf(target profile.Target, route, peer string) (profile.Backend, bool
 		}
 	}
 	return profile.Backend{}, false
+}
+
+// loadRoutes warms srv up with 8 requests a connection to /warm (before
+// the window: pools of threads or of backend connections open), then
+// measures it under requests spread over paths at conns connections. It
+// stops the server, and returns its target, the server's own figures and
+// each route's totals, checked to be exactly as many as it served.
+func loadRoutes(t *testing.T, srv *calserver.Process, conns, requests int, paths []string) (profile.Target, loopServerStats, map[string]profile.Totals) {
+	t.Helper()
+	if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: 8 * conns, Paths: []string{"/warm"}}); err != nil {
+		t.Fatalf("warm-up load: %v", err)
+	}
+	w := measure(t, []int{srv.PID()}, func() {
+		if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: requests, Paths: paths}); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	var truth loopServerStats
+	if err := srv.StopInto(&truth); err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	target := targetOf(t, w.run, srv.PID())
+	totals := map[string]profile.Totals{}
+	for _, path := range paths {
+		route := "GET " + path
+		got, ok := routeTotals(target)[route]
+		if !ok {
+			t.Fatalf("no route %q in %v", route, target.RouteTotals)
+		}
+		if got.Requests != truth.Routes[path].Requests {
+			t.Errorf("%s: reqprof counted %d requests, the server %d", route, got.Requests, truth.Routes[path].Requests)
+		}
+		totals[path] = got
+	}
+	return target, truth, totals
 }
 
 // routesTolerance is how far the routes' difference may be from the
@@ -112,35 +154,17 @@ func checkBackendRoutes(t *testing.T, srv *calserver.Process, backend string, co
 	for path := range calls {
 		paths = append(paths, path)
 	}
-	// Before the window: the server's pool of connections to the backend
-	// opens. A call written as its connection opens is charged to
-	// whichever request the thread served then (the open's own callback).
-	if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: 8 * conns, Paths: []string{"/warm"}}); err != nil {
-		t.Fatalf("warm-up load: %v", err)
-	}
-	w := measure(t, []int{srv.PID()}, func() {
-		if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: requests, Paths: paths}); err != nil {
-			t.Fatalf("load: %v", err)
-		}
-	})
-	var truth loopServerStats
-	if err := srv.StopInto(&truth); err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	target := targetOf(t, w.run, srv.PID())
+	// The warm-up opens the server's pool of connections to the backend
+	// before the window: a call written as its connection opens is
+	// charged to whichever request the thread served then (the open's
+	// own callback).
+	target, truth, totals := loadRoutes(t, srv, conns, requests, paths)
 	if target.Runtime != runtime {
 		t.Errorf("runtime %q (%s), want %q", target.Runtime, target.RuntimeFrom, runtime)
 	}
 	means := map[string]float64{}
 	for path, n := range calls {
-		route := "GET " + path
-		got, ok := routeTotals(target)[route]
-		if !ok {
-			t.Fatalf("no route %q in %v", route, target.RouteTotals)
-		}
-		if got.Requests != truth.Routes[path].Requests {
-			t.Errorf("%s: reqprof counted %d requests, the server %d", route, got.Requests, truth.Routes[path].Requests)
-		}
+		route, got := "GET "+path, totals[path]
 		means[path] = meanTotalsUs(got)
 		b, ok := backendOf(target, route, backend)
 		if !ok {

@@ -31,23 +31,8 @@ func startCalclient(t *testing.T, args ...string) *calClient {
 	t.Helper()
 	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/calclient/cmd/calclient")
 	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
 	// Its stdin is /dev/null: a pipe there would make it a stdio server.
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	c := &calClient{cmd: cmd, out: bufio.NewReader(stdout)}
-	if line, err := c.out.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("calclient: %q, %v", line, err)
-	}
+	c := &calClient{cmd: cmd, out: startReady(t, cmd)}
 	return c
 }
 
@@ -395,22 +380,7 @@ func checkAsyncioClient(t *testing.T, lib string, calls int) {
 	// calls stays under nginx's 1000 a connection.
 	cmd := exec.Command(python, "../internal/calclient/asyncio_client.py", "--lib", lib, "--addr", peer, "--conns", "4",
 		"--calls", strconv.Itoa(calls), "--burn-us", "100")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	out := bufio.NewReader(stdout)
-	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("%s client: %q, %v", lib, line, err)
-	}
+	out := startReady(t, cmd)
 	var stats struct {
 		Calls        uint64 `json:"calls"`
 		ProcessCPUNs uint64 `json:"process_cpu_ns"`

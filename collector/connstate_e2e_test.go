@@ -340,22 +340,7 @@ func checkSocketsLeaveNoState(t *testing.T, role string) {
 	}()
 	const calls = 50
 	cmd := exec.Command(lookPathOrFail(t, "python3"), "-c", socketsPerCall, udp.LocalAddr().String(), unixPath, strconv.Itoa(calls))
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	out := bufio.NewReader(stdout)
-	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
-		t.Fatalf("target: %q, %v", line, err)
-	}
+	out := startReady(t, cmd)
 	var left int
 	w := measureConfig(t, []int{cmd.Process.Pid}, func(cfg *collector.Config) { cfg.Role = role }, func() {
 		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {

@@ -5,6 +5,7 @@ package collector_test
 // window.
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,4 +235,28 @@ func meanCPUUs(requests []profile.Request) float64 {
 // within reports whether got is within frac of want.
 func within(got, want, frac float64) bool {
 	return math.Abs(got-want) <= frac*math.Abs(want)
+}
+
+// startReady starts cmd, its stderr the test's, stops it at the test's end
+// (SIGTERM, then waits for it), and returns its stdout once it printed
+// "ready": a target set up and waiting to be measured.
+func startReady(t *testing.T, cmd *exec.Cmd) *bufio.Reader {
+	t.Helper()
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("%s: %q, %v", filepath.Base(cmd.Path), line, err)
+	}
+	return out
 }

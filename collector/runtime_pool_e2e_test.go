@@ -10,17 +10,14 @@ package collector_test
 // report's warning that most of the process's CPU went to no request.
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
 
@@ -28,18 +25,7 @@ import (
 // interpreter given, working burnUs per unit.
 func startPoolServer(t *testing.T, interpreter, script string, burnUs int) *calserver.Process {
 	t.Helper()
-	path, err := filepath.Abs(filepath.Join("..", "internal", "poolservers", script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(interpreter, path, fmt.Sprint(burnUs))
-	cmd.Stderr = os.Stderr
-	p, err := calserver.Spawn(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
-	return p
+	return startScriptServer(t, interpreter, nil, "poolservers", script, fmt.Sprint(burnUs))
 }
 
 // checkPoolNotSilent loads /light and /heavy on srv at conns connections:
@@ -48,44 +34,18 @@ func startPoolServer(t *testing.T, interpreter, script string, burnUs int) *cals
 // per-request figures leave out most of the process's CPU.
 func checkPoolNotSilent(t *testing.T, srv *calserver.Process, conns, requests int) {
 	t.Helper()
-	// Before the window: the pool's threads start, and the connections'
-	// first requests are served.
-	if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: 8 * conns, Paths: []string{"/warm"}}); err != nil {
-		t.Fatalf("warm-up load: %v", err)
-	}
+	// The warm-up starts the pool's threads before the window.
 	paths := []string{"/light", "/heavy"}
-	w := measure(t, []int{srv.PID()}, func() {
-		if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: requests, Paths: paths}); err != nil {
-			t.Fatalf("load: %v", err)
-		}
-	})
-	var truth loopServerStats
-	if err := srv.StopInto(&truth); err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	target := targetOf(t, w.run, srv.PID())
+	target, truth, totals := loadRoutes(t, srv, conns, requests, paths)
 	means := map[string]float64{}
 	for _, path := range paths {
-		route := "GET " + path
-		got, ok := routeTotals(target)[route]
-		if !ok {
-			t.Fatalf("no route %q in %v", route, target.RouteTotals)
-		}
-		if got.Requests != truth.Routes[path].Requests {
-			t.Errorf("%s: reqprof counted %d requests, the server %d", route, got.Requests, truth.Routes[path].Requests)
-		}
-		means[path] = meanTotalsUs(got)
-		t.Logf("%s: %d requests, reqprof %.1f µs, server's work %.1f µs", route, got.Requests, means[path], truth.meanBurnUs(path))
+		means[path] = meanTotalsUs(totals[path])
+		t.Logf("GET %s: %d requests, reqprof %.1f µs, server's work %.1f µs", path, totals[path].Requests, means[path], truth.meanBurnUs(path))
 	}
 	got := means["/heavy"] - means["/light"]
 	want := truth.meanBurnUs("/heavy") - truth.meanBurnUs("/light")
 	attributed := float64(target.AttributedNs()) / float64(target.ProcessNs())
-	var summary report.TargetSummary
-	for _, s := range report.Summarize(w.run).Targets {
-		if s.PID == srv.PID() {
-			summary = s
-		}
-	}
+	summary := report.Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
 	t.Logf("/heavy − /light: reqprof %.1f µs, server %.1f µs (%+.1f%%); %.1f%% of the process's CPU attributed; warnings %q",
 		got, want, 100*(got/want-1), 100*attributed, summary.Warnings)
 	if within(got, want, 0.10) {
