@@ -446,13 +446,14 @@ static __always_inline void end_waits(struct thread_state *st, __u64 runqueue_ns
  * threads: each time one preempted a busy Node server, the server ran on
  * with no slice open, none of it counted, for up to 550 ms, 664 requests
  * in a row at 0 user time). The slice is opened now, as if switched in
- * when it began: the kernel's sum_exec_runtime has not moved while the thread was
- * off its CPU (end_slice kept its value), so what it has counted since is
- * the thread's run since the switch-in, up to the kernel's last update of
- * it (at most a tick ago). That run goes to the piece starting then, in
- * the mode the thread was in; what the kernel adds after, the slice's
- * sizing adds at its end. With no accounting to go by (a thread first seen
- * by its wake-up while it ran), the slice starts now, unsized. */
+ * when it began: the kernel's sum_exec_runtime has not moved while the
+ * thread was off its CPU (end_slice kept its value), so what it has
+ * counted since is the thread's run since the switch-in, up to the
+ * kernel's last update of it (at most a tick ago). That run goes to the
+ * piece starting then, in the mode the thread was in; what the kernel adds
+ * after, the slice's sizing adds at its end. With no accounting to go by
+ * (a thread first seen by its wake-up while it ran), the slice starts now,
+ * unsized. */
 static __always_inline void open_unseen_slice(struct thread_state *st, __u64 now)
 {
 	struct thread_clock *k = &st->clock;
