@@ -70,6 +70,8 @@ static __always_inline bool switch_in(struct task_struct *next, __u64 now)
 	/* The idle task (pid 0) is never a target. */
 	__u32 next_tid = next->pid;
 	__u32 plus1 = next_tid ? target_plus1_of(next) : 0;
+	if (cfg.hide_switch_ins && plus1)
+		return false;
 	struct cpu_state *cpu = this_cpu();
 	if (cpu) {
 		cpu->tid = next_tid;
@@ -87,15 +89,9 @@ static __always_inline bool switch_in(struct task_struct *next, __u64 now)
 	if (!st)
 		return false;
 	start_slice(&st->clock, now, next->se.sum_exec_runtime);
-	struct target_stats *s = stats_of(plus1 - 1);
-	__u64 runqueue_ns = st->waits.runnable_since_ns ? now - st->waits.runnable_since_ns : 0;
-	COUNT(s, runqueue_ns, runqueue_ns);
-	COUNT(s, offcpu_ns, st->waits.offcpu_pending_ns);
+	__u64 runqueue_ns = count_waits(st, now);
 	take_handoff(st);
-	if (st->waits.runnable_since_ns) {
-		charge_wait(st, runqueue_ns);
-		st->waits.runnable_since_ns = 0;
-	}
+	end_waits(st, runqueue_ns);
 	return true;
 }
 

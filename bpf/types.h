@@ -497,6 +497,7 @@ struct target_stats {
 	__u64 lost_chunks;         /* chunks of inbound bytes lost to a full ring buffer */
 	__u64 lost_stack_samples;  /* stack samples lost to a full ring buffer */
 	__u64 setup_ns;            /* part of attributed: connections' setup and teardown */
+	__u64 unseen_switch_ins;   /* slices opened at a thread's first event on a CPU, its switch-in not seen (threads.h) */
 	struct self_runs exited_self; /* the program runs of its threads that exited */
 };
 
@@ -569,6 +570,10 @@ struct config {
 	 * user/kernel split is estimated from the kernel's tick accounting
 	 * (threads.h: charge_lite). */
 	__u32 lite;
+	/* Tests only: no switch-in of a target's thread is seen, as where
+	 * the kernel runs no tracepoint for a switch (threads.h:
+	 * open_unseen_slice). Fixed at 0 otherwise: the verifier drops it. */
+	__u32 hide_switch_ins;
 };
 
 /* The ring buffer, the limits and the record flags have no type in the

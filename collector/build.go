@@ -162,6 +162,7 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		BetweenRequestsNs:  s.BetweenRequestsNs,
 		RunqueueNs:         s.RunqueueNs,
 		OffCPUNs:           s.OffcpuNs,
+		UnseenSwitchIns:    s.UnseenSwitchIns,
 		LostEvents:         s.LostRecords + s.LostThreads + s.LostConns + s.LostChunks,
 		LostBreakdown:      lostBreakdown(s),
 		Exited:             p.exited,
@@ -396,6 +397,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.LostStackSamples += s.LostStackSamples
 		addRuns(&sum.ExitedSelf, s.ExitedSelf)
 		sum.SetupNs += s.SetupNs
+		sum.UnseenSwitchIns += s.UnseenSwitchIns
 	}
 	return sum
 }

@@ -364,8 +364,15 @@ func (cfg Config) bpfConfig() reqprofConfig {
 	if cfg.Lite {
 		bc.Lite = 1
 	}
+	if testHideSwitchIns {
+		bc.HideSwitchIns = 1
+	}
 	return bc
 }
+
+// testHideSwitchIns, when set by a test, has the programs see no switch-in
+// of a target's thread, as where the kernel runs no tracepoint for a switch.
+var testHideSwitchIns bool
 
 // Values of targets_generation: each change of the targets map voids what
 // the programs cached about which task is a target.

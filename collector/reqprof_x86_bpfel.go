@@ -56,6 +56,7 @@ type reqprofConfig struct {
 	FollowChildren uint32
 	ChunkBytes     uint32
 	Lite           uint32
+	HideSwitchIns  uint32
 }
 
 type reqprofConnPhase uint32
@@ -327,6 +328,7 @@ type reqprofTargetStats struct {
 	LostChunks           uint64
 	LostStackSamples     uint64
 	SetupNs              uint64
+	UnseenSwitchIns      uint64
 	ExitedSelf           reqprofSelfRuns
 }
 

@@ -122,6 +122,13 @@ type Target struct {
 	RunqueueNs uint64
 	OffCPUNs   uint64
 
+	// UnseenSwitchIns counts the times one of its threads ran with no
+	// switch-in seen: the kernel ran no tracepoint for that switch (it
+	// traces none from some tasks), and the slice was opened at the
+	// thread's first event, its time since the switch-in taken from the
+	// kernel's accounting. Its CPU is counted all the same.
+	UnseenSwitchIns uint64
+
 	// CPU (ns) charged to requests that had not finished when the window
 	// closed, or whose start was before it: counted as attributed, but not
 	// in the per-request distribution.
