@@ -23,19 +23,6 @@ import (
 	"github.com/reqprof/reqprof/internal/testbin"
 )
 
-// requireBPF skips a test that loads BPF when not root, except under CI,
-// where CI runs as root and a skip would hide a broken test.
-func requireBPF(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("BPF tests must run as root under CI")
-	}
-	t.Skip("loading BPF needs root")
-}
-
 // reqprofBinary is reqprof built as a user builds it, once for the
 // package's tests; TestMain removes it.
 func reqprofBinary(t *testing.T) string {
@@ -141,7 +128,7 @@ func (r *reqprofRun) exitCode(t *testing.T, timeout time.Duration) int {
 // pins nothing, and the kernel detaches and frees what its file
 // descriptors held when the process dies.
 func TestKilledLeavesNothingLoaded(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	idle := idleProcess(t)
 	r := startReqprof(t, "attach", "--pid", strconv.Itoa(idle))
 	r.waitFor(t, &r.stderr, "reqprof: attached to", 30*time.Second)
@@ -211,7 +198,7 @@ func stuckFile(t *testing.T) string {
 // one while reqprof finishes (here stuck writing its JSON) exits at once,
 // with 130.
 func TestSecondInterruptExitsAtOnce(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	idle := idleProcess(t)
 	r := startReqprof(t, "attach", "--pid", strconv.Itoa(idle), "--json", stuckFile(t))
 	r.waitFor(t, &r.stderr, "reqprof: attached to", 30*time.Second)
@@ -244,7 +231,7 @@ func TestSecondInterruptExitsAtOnce(t *testing.T) {
 // Two reqprofs attached to the same process at once both work, and each
 // says the other's programs ran too.
 func TestTwoRunsAtOnce(t *testing.T) {
-	requireBPF(t)
+	testbin.RequireBPF(t)
 	idle := idleProcess(t)
 	args := []string{"attach", "--pid", strconv.Itoa(idle), "--duration", "3s"}
 	runs := []*reqprofRun{startReqprof(t, args...), startReqprof(t, args...)}
