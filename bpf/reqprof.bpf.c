@@ -696,14 +696,9 @@ int settle_threads(struct bpf_iter__task *ctx)
 /* The window's end, second step, over the conns map: what each open
  * connection's tail holds goes to the request it follows, as when a
  * thread leaves the tail. */
-SEC("iter/bpf_map_elem")
-int settle_conns(struct bpf_iter__bpf_map_elem *ctx)
+static long settle_conn(void *map, __u64 *cookie, struct conn_state *c, void *unused)
 {
-	__u64 *cookie = ctx->key;
-	if (!cookie)
-		return 0;
-	struct conn_state *c = served_conn(*cookie);
-	if (!c)
+	if (c->role != ROLE_SERVER)
 		return 0;
 	if (c->closing)
 		settle_close(c);
@@ -711,5 +706,17 @@ int settle_conns(struct bpf_iter__bpf_map_elem *ctx)
 		settle_tail(c);
 	if (c->phase != PHASE_IDLE)
 		take_setup(c);
+	return 0;
+}
+
+/* Run as a task iterator, once, at its end (the call with no task): a map
+ * element iterator is what the step is, but some kernels refuse to load
+ * one (EPERM) where they load task iterators. */
+SEC("iter/task")
+int settle_conns(struct bpf_iter__task *ctx)
+{
+	if (ctx->task)
+		return 0;
+	bpf_for_each_map_elem(&conns, settle_conn, 0, 0);
 	return 0;
 }

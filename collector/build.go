@@ -71,7 +71,7 @@ func settle(objs *bpfObjects) ([]threadEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading threads: %w", err)
 	}
-	if _, err := runIter(link.IterOptions{Program: objs.SettleConns, Map: objs.Conns}); err != nil {
+	if _, err := runIter(link.IterOptions{Program: objs.SettleConns}); err != nil {
 		return nil, fmt.Errorf("settling connections: %w", err)
 	}
 	return threads, nil
