@@ -87,6 +87,7 @@ __attribute__((noinline)) int add_cost(struct cost *to, struct cost *from, int w
 	ADD_NONZERO(to->sock_ops, from->sock_ops);
 	ADD_NONZERO(to->wakeups, from->wakeups);
 	ADD_NONZERO(to->interrupts, from->interrupts);
+	ADD_NONZERO(to->pool_probes, from->pool_probes);
 	for (int i = 0; i < NR_SOFTIRQS; i++)
 		ADD_NONZERO(to->softirq_ns[i], from->softirq_ns[i]);
 	for (int i = 0; i < SYSCALL_SLOTS; i++) {

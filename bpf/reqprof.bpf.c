@@ -6,8 +6,8 @@
  *
  * Built on tp_btf tracepoints (no kprobes, no fentry): they exist on every
  * BTF kernel since 5.5, work where kprobes are locked down, and carry typed
- * arguments; and, with --stacks, a perf_event program on each CPU's
- * software cpu-clock.
+ * arguments; with --stacks, a perf_event program on each CPU's software
+ * cpu-clock; and in a target that runs libuv, uprobes on its pool's jobs.
  *
  * This file holds the programs only, each a few lines calling into the
  * pieces, one header a concern:
@@ -17,6 +17,7 @@
  *   threads.h     target threads: cutting their CPU time and charging it
  *   goroutines.h  Go's goroutines, followed across threads
  *   handoff.h     requests handed to the threads a server wakes
+ *   pools.h       jobs a runtime runs on its own pool threads (libuv), by uprobes
  *   backends.h    outbound calls: their answers resume the request that called
  *   sched.h       switches off and onto a CPU, wake-ups, waiting
  *   calibrate.h   the syscall entry cost, measured on a thread of the collector
@@ -41,6 +42,7 @@
 #include "backends.h"
 #include "calibrate.h"
 #include "interrupts.h"
+#include "pools.h"
 #include "stacks.h"
 #include <bpf/bpf_tracing.h>
 
@@ -661,6 +663,46 @@ int BPF_PROG(on_page_fault_user, unsigned long address, struct pt_regs *regs, un
 	return 0;
 }
 
+/* libuv queues a job on its pool: uv_queue_work(loop, req, work, done),
+ * the job being req's struct uv__work. A probe's run is reqprof's own
+ * cost: its trap, calibrated when the probes are attached, and its
+ * program, timed as the others are (selfcost.h). */
+SEC("uprobe/uv_queue_work")
+int on_uv_queue_work(struct pt_regs *ctx)
+{
+	if (!enabled)
+		return 0;
+	__u64 t0 = self_timer();
+	if (pool_job_queued(ctx->si + UV_WORK_REQ))
+		self_timed(SELF_POOL, t0);
+	return 0;
+}
+
+/* ... or, for its own requests (fs, dns), uv__work_submit(loop, w, kind,
+ * work, done), where the binary has the symbol. */
+SEC("uprobe/uv__work_submit")
+int on_uv_work_submit(struct pt_regs *ctx)
+{
+	if (!enabled)
+		return 0;
+	__u64 t0 = self_timer();
+	if (pool_job_queued(ctx->si))
+		self_timed(SELF_POOL, t0);
+	return 0;
+}
+
+/* uv_async_send(handle): a pool thread hands a job back to its loop. */
+SEC("uprobe/uv_async_send")
+int on_uv_async_send(struct pt_regs *ctx)
+{
+	if (!enabled)
+		return 0;
+	__u64 t0 = self_timer();
+	if (pool_job_done(ctx->di))
+		self_timed(SELF_POOL, t0);
+	return 0;
+}
+
 /* A CPU's sampling clock ticked (a software cpu-clock perf event, opened
  * on each CPU only with --stacks): the stacks of the target thread it
  * caught, if any, with the request it ran for. */
@@ -686,6 +728,9 @@ int settle_threads(struct bpf_iter__task *ctx)
 	struct thread_state *st = bpf_task_storage_get(&threads, task, 0, 0);
 	if (!st)
 		return 0;
+	/* A pool thread's job not done: no request's. */
+	if (!st->serving.conn && st->handoff.pool_worker)
+		flush_to(st, 0);
 	flush(st);
 	__u64 ids = (__u64)(__u32)task->tgid << 32 | (__u32)task->pid;
 	bpf_seq_write(ctx->meta->seq, &ids, sizeof(ids));

@@ -55,6 +55,17 @@ static __always_inline void count_wakeup(struct thread_state *st)
 	}
 }
 
+/* A uprobe on a runtime's pool ran on a target thread (pools.h): its
+ * trap costs the thread more than its program, and the collector
+ * calibrates both. */
+static __always_inline void count_pool_probe(struct thread_state *st)
+{
+	st->self.pool_probes++;
+	struct cost *to = pending_of(st);
+	if (to)
+		to->pool_probes++;
+}
+
 /* A thread's runs go to its target's counters when it exits: its state
  * goes with it. */
 static __always_inline void keep_exited_runs(struct thread_state *st)
@@ -68,6 +79,7 @@ static __always_inline void keep_exited_runs(struct thread_state *st)
 	s->exited_self.wakeups += st->self.wakeups;
 	s->exited_self.interrupts += st->self.interrupts;
 	s->exited_self.faults += st->self.faults;
+	s->exited_self.pool_probes += st->self.pool_probes;
 }
 
 #endif /* REQPROF_SELFCOST_H */

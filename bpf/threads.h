@@ -164,7 +164,8 @@ static __always_inline void charge_unattributed(struct thread_state *st, __u64 u
  * connection, and its CPU is unattributed at once. */
 static __always_inline struct cost *pending_of(struct thread_state *st)
 {
-	if (!st->serving.conn && !st->serving.setup_sk)
+	/* A pool thread's CPU is held for the job it runs (pools.h). */
+	if (!st->serving.conn && !st->serving.setup_sk && !st->handoff.pool_worker)
 		return 0;
 	st->serving.dirty = 1;
 	return &st->serving.pending;
@@ -222,6 +223,8 @@ static __always_inline void flush(struct thread_state *st)
 {
 	if (!st->serving.dirty)
 		return;
+	if (!st->serving.conn && st->handoff.pool_worker)
+		return; /* held until its job ends (pools.h) */
 	if (st->serving.setup_sk)
 		flush_setup(st);
 	else
@@ -413,7 +416,9 @@ static __always_inline void charge_wait(struct thread_state *st, __u64 runqueue_
 	struct cost *to = pending_of(st);
 	if (to) {
 		to->runqueue_ns += runqueue_ns;
-		to->offcpu_ns += st->waits.offcpu_pending_ns;
+		/* A pool thread sleeps between jobs, for none of them. */
+		if (st->serving.conn || !st->handoff.pool_worker)
+			to->offcpu_ns += st->waits.offcpu_pending_ns;
 	}
 	st->waits.offcpu_pending_ns = 0;
 }

@@ -18,6 +18,8 @@ enum limits {
 	MAX_TARGETS = 64,
 	MAX_TARGET_PROCESSES = 4096, /* with children followed, many per target */
 	MAX_GOROUTINES = 65536,
+	/* Most jobs queued on targets' pools and not yet done (pools.h). */
+	MAX_POOL_JOBS = 16384,
 	MAX_HANDOFF_DEPTH = 4,
 	MAX_CONNS = 65536,
 	NR_SOFTIRQS = 10,
@@ -214,7 +216,7 @@ struct cost {
 	__u32 sock_ops;   /* sock_recv_length and sock_send_length */
 	__u32 wakeups;    /* sched_waking and sched_wakeup, run by it */
 	__u32 interrupts; /* a softirq or hard irq's entry and exit over it */
-	__u32 pad_runs;
+	__u32 pool_probes; /* uprobes on a runtime's pool run by it (pools.h) */
 	struct syscall_slot syscalls[SYSCALL_SLOTS];
 };
 
@@ -417,7 +419,9 @@ struct thread_handoff {
 	__u32 pending;       /* ... and taken up when the thread runs */
 	__u32 pending_depth;
 	__u32 depth;         /* 0: it serves a connection of its own */
-	__u32 pad;
+	/* It completes jobs of its runtime's pool (pools.h): serving no
+	 * connection, its CPU is held until its job ends. */
+	__u32 pool_worker;
 };
 
 /* Where a Go thread finds its goroutine (goroutines.h). */
@@ -442,6 +446,7 @@ struct self_runs {
 	__u64 wakeups;
 	__u64 interrupts;
 	__u64 faults;
+	__u64 pool_probes;
 };
 
 /* A task an asyncio loop woke for a request (backends.h): by a read of
@@ -478,6 +483,20 @@ struct thread_state {
 	struct thread_loop loop;
 };
 
+/* A job queued on a runtime's pool (pools.h), by its process and the
+ * address of its struct uv__work. */
+struct pool_job_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 work;
+};
+
+/* The request that queued it: its connection and start. */
+struct pool_job {
+	__u64 conn;
+	__u64 start_ns;
+};
+
 /* Per-target counters, per CPU so the hot path never contends. */
 struct target_stats {
 	__u64 unattributed_user_ns;
@@ -498,6 +517,9 @@ struct target_stats {
 	__u64 lost_stack_samples;  /* stack samples lost to a full ring buffer */
 	__u64 setup_ns;            /* part of attributed: connections' setup and teardown */
 	__u64 unseen_switch_ins;   /* slices opened at a thread's first event on a CPU, its switch-in not seen (threads.h) */
+	__u64 pool_jobs_queued;    /* jobs queued on the runtime's pool by a thread serving a request (pools.h) */
+	__u64 pool_jobs_done;      /* of them, ended by a pool thread while their request was open */
+	__u64 pool_ns;             /* part of attributed: pool threads' CPU in those jobs */
 	struct self_runs exited_self; /* the program runs of its threads that exited */
 };
 
@@ -511,7 +533,8 @@ enum self_kind {
 	SELF_WAKE = 4,
 	SELF_INTERRUPT = 5,
 	SELF_FAULT = 6,
-	SELF_KINDS = 7,
+	SELF_POOL = 7, /* a uprobe on a runtime's pool (pools.h) */
+	SELF_KINDS = 8,
 };
 
 /* The time of the timed runs of one kind, and how many. */
@@ -766,6 +789,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct cpu_state);
 } cpus SEC(".maps");
+
+/* Jobs queued on a target's pool and not yet done (pools.h). Least
+ * recently used go first: a job cancelled, or queued before a window
+ * whose thread never ends it, is never deleted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_POOL_JOBS);
+	__type(key, struct pool_job_key);
+	__type(value, struct pool_job);
+} pool_jobs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -169,6 +169,10 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		Execd:              p.execd,
 		ExecdAfter:         p.execdAfter,
 		Goroutines:         p.goroutines,
+		Pool:               p.pool,
+		PoolJobs:           s.PoolJobsQueued,
+		PoolJobsDone:       s.PoolJobsDone,
+		PoolNs:             s.PoolNs,
 		Runtime:            p.runtime,
 		RuntimeFrom:        p.runtimeFrom,
 		Role:               p.role,
@@ -398,6 +402,9 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		addRuns(&sum.ExitedSelf, s.ExitedSelf)
 		sum.SetupNs += s.SetupNs
 		sum.UnseenSwitchIns += s.UnseenSwitchIns
+		sum.PoolJobsQueued += s.PoolJobsQueued
+		sum.PoolJobsDone += s.PoolJobsDone
+		sum.PoolNs += s.PoolNs
 	}
 	return sum
 }

@@ -138,6 +138,7 @@ type process struct {
 	// no single figure to compare with.
 	members    []int
 	goroutines string // how a Go process's goroutines are followed; "" if it is none
+	pool       string // how its runtime's pool is followed (PoolFollowed), or why not; PoolNone if it has none
 	// runtime is how its threads resume a request whose backend answered
 	// (a name in Runtimes), and runtimeFrom how it was chosen.
 	runtime, runtimeFrom string
@@ -280,7 +281,14 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	meta := hostMeta(s.overhead.entryNs)
 	s.overhead.open()
 	defer s.overhead.dropStats() // on a return before the window closes
-	startNs, err := openWindow(s.objs, s.procs, cfg)
+	if err := prepareTargets(s.objs, s.procs, cfg); err != nil {
+		return profile.Run{}, err
+	}
+	// Once each target's processes are known, and before the window
+	// opens: a job queued in the window unseen would leave its request
+	// without its pool work.
+	s.attachPools()
+	startNs, err := openWindow(s.objs, s.procs, cfg.Stdio)
 	if err != nil {
 		return profile.Run{}, err
 	}
@@ -310,6 +318,21 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 		}
 	}
 	return run, err
+}
+
+// attachPools attaches the pool probes in the targets that run libuv and,
+// if any were, calibrates what a probe's run costs, to take it out of the
+// figures (without it, what the probes' traps cost stays in them).
+func (s *session) attachPools() {
+	links := attachPools(s.objs, s.procs)
+	if len(links) == 0 {
+		return
+	}
+	s.links = append(s.links, links...)
+	if ns, err := calibratePoolEntry(s.objs.OnUvAsyncSend); err == nil {
+		s.overhead.poolEntryNs = ns
+		s.overhead.updateRates()
+	}
 }
 
 // closeWindow reads the process clocks and stops counting at the same
@@ -398,23 +421,27 @@ func enableAndCalibrate(objs *bpfObjects, overhead *overheadMeter) error {
 // registration and its opening: where the collector may lose its CPU.
 var testHookTargetRegistered func()
 
-// openWindow registers and opens the targets, and reads each one's CPU
-// clock at its opening.
-func openWindow(objs *bpfObjects, procs []*process, cfg Config) (startNs uint64, err error) {
-	followChildren, stdio := cfg.FollowChildren, cfg.Stdio
-	// What takes time (reading each binary for its Go layout, listing
-	// children) is done first, so the targets open close together.
+// prepareTargets does what takes time before the window opens (reading
+// each binary for its Go layout, listing children), so that the targets
+// open close together.
+func prepareTargets(objs *bpfObjects, procs []*process, cfg Config) error {
 	for i, p := range procs {
 		if err := p.setRuntime(objs, i, cfg.Runtime); err != nil {
-			return 0, fmt.Errorf("setting the runtime of target %d: %w", p.PID, err)
+			return fmt.Errorf("setting the runtime of target %d: %w", p.PID, err)
 		}
-		if err := p.prepare(objs, followChildren); err != nil {
-			return 0, err
+		if err := p.prepare(objs, cfg.FollowChildren); err != nil {
+			return err
 		}
-		if err := p.setRole(objs, i, cfg.Role, stdio); err != nil {
-			return 0, err
+		if err := p.setRole(objs, i, cfg.Role, cfg.Stdio); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// openWindow registers and opens the targets (prepared), and reads each
+// one's CPU clock at its opening.
+func openWindow(objs *bpfObjects, procs []*process, stdio StdioMode) (startNs uint64, err error) {
 	// Each target is registered, then opened: its threads' time counts
 	// from the opening (none before it, whenever the programs first see
 	// them), and its CPU clock is read at the opening.
@@ -668,6 +695,9 @@ func attachedLine(procs []*process) string {
 		part := fmt.Sprintf("%d (%s)", p.PID, p.comm)
 		if p.goroutines != "" {
 			part += ", Go: goroutines " + p.goroutines
+		}
+		if p.pool != PoolNone {
+			part += ", libuv pool: " + p.pool
 		}
 		parts = append(parts, part)
 		threads += threadCount(p.PID)

@@ -55,6 +55,7 @@ type overheadMeter struct {
 	// attached; the syscall tracepoints' runs timed at calibration; the
 	// timings kept since, and the rule that uses them.
 	entryPerRunNs float64
+	poolEntryNs   float64 // set once pool probes are attached
 	calibratedRun [selfKinds]float64
 	timed, timed0 [selfKinds]reqprofSelfTiming
 	self          *selfCost
@@ -143,7 +144,7 @@ func (m *overheadMeter) timings() ([selfKinds]reqprofSelfTiming, error) {
 
 // startRates are the rates before any of the window's runs are timed.
 func (m *overheadMeter) startRates() *selfRates {
-	return &selfRates{entryNs: m.entryPerRunNs, runNs: m.calibratedRun}
+	return &selfRates{entryNs: m.entryPerRunNs, poolEntryNs: m.poolEntryNs, runNs: m.calibratedRun}
 }
 
 // updateRates sets the rates from the runs timed in the window, by kind;

@@ -119,7 +119,7 @@ type reqprofCost struct {
 	SockOps             uint32
 	Wakeups             uint32
 	Interrupts          uint32
-	PadRuns             uint32
+	PoolProbes          uint32
 	Syscalls            [12]reqprofSyscallSlot
 }
 
@@ -157,6 +157,7 @@ const (
 	reqprofLimitsMAX_TARGETS          reqprofLimits = 64
 	reqprofLimitsMAX_TARGET_PROCESSES reqprofLimits = 4096
 	reqprofLimitsMAX_GOROUTINES       reqprofLimits = 65536
+	reqprofLimitsMAX_POOL_JOBS        reqprofLimits = 16384
 	reqprofLimitsMAX_HANDOFF_DEPTH    reqprofLimits = 4
 	reqprofLimitsMAX_CONNS            reqprofLimits = 65536
 	reqprofLimitsNR_SOFTIRQS          reqprofLimits = 10
@@ -175,6 +176,19 @@ const (
 	reqprofLimitsLOOP_QUEUE           reqprofLimits = 32
 	reqprofLimitsSTDIO_CLIENT_BIT     reqprofLimits = 62
 )
+
+type reqprofPoolJob struct {
+	_       structs.HostLayout
+	Conn    uint64
+	StartNs uint64
+}
+
+type reqprofPoolJobKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Work uint64
+}
 
 type reqprofRecordFlags uint32
 
@@ -248,7 +262,8 @@ const (
 	reqprofSelfKindSELF_WAKE      reqprofSelfKind = 4
 	reqprofSelfKindSELF_INTERRUPT reqprofSelfKind = 5
 	reqprofSelfKindSELF_FAULT     reqprofSelfKind = 6
-	reqprofSelfKindSELF_KINDS     reqprofSelfKind = 7
+	reqprofSelfKindSELF_POOL      reqprofSelfKind = 7
+	reqprofSelfKindSELF_KINDS     reqprofSelfKind = 8
 )
 
 type reqprofSelfRuns struct {
@@ -259,6 +274,7 @@ type reqprofSelfRuns struct {
 	Wakeups    uint64
 	Interrupts uint64
 	Faults     uint64
+	PoolProbes uint64
 }
 
 type reqprofSelfTiming struct {
@@ -329,6 +345,9 @@ type reqprofTargetStats struct {
 	LostStackSamples     uint64
 	SetupNs              uint64
 	UnseenSwitchIns      uint64
+	PoolJobsQueued       uint64
+	PoolJobsDone         uint64
+	PoolNs               uint64
 	ExitedSelf           reqprofSelfRuns
 }
 
@@ -376,7 +395,7 @@ type reqprofThreadState struct {
 		Pending      uint32
 		PendingDepth uint32
 		Depth        uint32
-		Pad          uint32
+		PoolWorker   uint32
 	}
 	Go struct {
 		_          structs.HostLayout
@@ -421,6 +440,7 @@ const (
 	reqprofMapGoroutines           = "goroutines"
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
+	reqprofMapPoolJobs             = "pool_jobs"
 	reqprofMapRequests             = "requests"
 	reqprofMapRuntimes             = "runtimes"
 	reqprofMapSelfTimings          = "self_timings"
@@ -451,6 +471,9 @@ const (
 	reqprofProgOnSoftirqExit       = "on_softirq_exit"
 	reqprofProgOnSysEnter          = "on_sys_enter"
 	reqprofProgOnSysExit           = "on_sys_exit"
+	reqprofProgOnUvAsyncSend       = "on_uv_async_send"
+	reqprofProgOnUvQueueWork       = "on_uv_queue_work"
+	reqprofProgOnUvWorkSubmit      = "on_uv_work_submit"
 	reqprofProgSampleStack         = "sample_stack"
 	reqprofProgSettleConns         = "settle_conns"
 	reqprofProgSettleThreads       = "settle_threads"
@@ -541,6 +564,9 @@ type reqprofProgramSpecs struct {
 	OnSoftirqExit      *ebpf.ProgramSpec `ebpf:"on_softirq_exit"`
 	OnSysEnter         *ebpf.ProgramSpec `ebpf:"on_sys_enter"`
 	OnSysExit          *ebpf.ProgramSpec `ebpf:"on_sys_exit"`
+	OnUvAsyncSend      *ebpf.ProgramSpec `ebpf:"on_uv_async_send"`
+	OnUvQueueWork      *ebpf.ProgramSpec `ebpf:"on_uv_queue_work"`
+	OnUvWorkSubmit     *ebpf.ProgramSpec `ebpf:"on_uv_work_submit"`
 	SampleStack        *ebpf.ProgramSpec `ebpf:"sample_stack"`
 	SettleConns        *ebpf.ProgramSpec `ebpf:"settle_conns"`
 	SettleThreads      *ebpf.ProgramSpec `ebpf:"settle_threads"`
@@ -558,6 +584,7 @@ type reqprofMapSpecs struct {
 	Goroutines      *ebpf.MapSpec `ebpf:"goroutines"`
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
+	PoolJobs        *ebpf.MapSpec `ebpf:"pool_jobs"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
 	Runtimes        *ebpf.MapSpec `ebpf:"runtimes"`
 	SelfTimings     *ebpf.MapSpec `ebpf:"self_timings"`
@@ -633,6 +660,7 @@ type reqprofMaps struct {
 	Goroutines      *ebpf.Map `ebpf:"goroutines"`
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
+	PoolJobs        *ebpf.Map `ebpf:"pool_jobs"`
 	Requests        *ebpf.Map `ebpf:"requests"`
 	Runtimes        *ebpf.Map `ebpf:"runtimes"`
 	SelfTimings     *ebpf.Map `ebpf:"self_timings"`
@@ -658,6 +686,7 @@ func (m *reqprofMaps) Close() error {
 		m.Goroutines,
 		m.ListenPorts,
 		m.ListenUnix,
+		m.PoolJobs,
 		m.Requests,
 		m.Runtimes,
 		m.SelfTimings,
@@ -727,6 +756,9 @@ type reqprofPrograms struct {
 	OnSoftirqExit      *ebpf.Program `ebpf:"on_softirq_exit"`
 	OnSysEnter         *ebpf.Program `ebpf:"on_sys_enter"`
 	OnSysExit          *ebpf.Program `ebpf:"on_sys_exit"`
+	OnUvAsyncSend      *ebpf.Program `ebpf:"on_uv_async_send"`
+	OnUvQueueWork      *ebpf.Program `ebpf:"on_uv_queue_work"`
+	OnUvWorkSubmit     *ebpf.Program `ebpf:"on_uv_work_submit"`
 	SampleStack        *ebpf.Program `ebpf:"sample_stack"`
 	SettleConns        *ebpf.Program `ebpf:"settle_conns"`
 	SettleThreads      *ebpf.Program `ebpf:"settle_threads"`
@@ -751,6 +783,9 @@ func (p *reqprofPrograms) Close() error {
 		p.OnSoftirqExit,
 		p.OnSysEnter,
 		p.OnSysExit,
+		p.OnUvAsyncSend,
+		p.OnUvQueueWork,
+		p.OnUvWorkSubmit,
 		p.SampleStack,
 		p.SettleConns,
 		p.SettleThreads,

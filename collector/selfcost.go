@@ -18,10 +18,19 @@ const selfKinds = int(reqprofSelfKindSELF_KINDS)
 // programs while the statistics are kept.
 type selfRates struct {
 	entryNs float64
-	runNs   [selfKinds]float64
+	// poolEntryNs is what a uprobe on a runtime's pool costs to enter
+	// (its trap, far dearer than a tracepoint's dispatch), calibrated
+	// when the probes are attached (calibratePoolEntry); 0 before.
+	poolEntryNs float64
+	runNs       [selfKinds]float64
 }
 
-func (r *selfRates) perRun(kind reqprofSelfKind) float64 { return r.entryNs + r.runNs[kind] }
+func (r *selfRates) perRun(kind reqprofSelfKind) float64 {
+	if kind == reqprofSelfKindSELF_POOL {
+		return r.poolEntryNs + r.runNs[kind]
+	}
+	return r.entryNs + r.runNs[kind]
+}
 
 // selfSplit is reqprof's own cost in one cost's context, by where it was
 // charged: in syscalls (the syscall tracepoints, and the socket, wake-up
@@ -46,8 +55,10 @@ func (r *selfRates) splitOf(c *reqprofCost) selfSplit {
 		float64(c.SockOps)*r.perRun(reqprofSelfKindSELF_SOCK) +
 		float64(c.Wakeups)*r.perRun(reqprofSelfKindSELF_WAKE) +
 		float64(c.VoluntarySwitches)*r.perRun(reqprofSelfKindSELF_SWITCH)
+	// A uprobe's trap passes for user time: no syscall boundary is crossed.
 	user := float64(c.PageFaults)*r.perRun(reqprofSelfKindSELF_FAULT) +
-		float64(c.InvoluntarySwitches)*r.perRun(reqprofSelfKindSELF_SWITCH)
+		float64(c.InvoluntarySwitches)*r.perRun(reqprofSelfKindSELF_SWITCH) +
+		float64(c.PoolProbes)*r.perRun(reqprofSelfKindSELF_POOL)
 	// An interrupt runs two hooks, its entry's and its exit's.
 	interrupt := float64(c.Interrupts) * 2 * r.perRun(reqprofSelfKindSELF_INTERRUPT)
 	return selfSplit{syscallNs: syscall, userNs: user, interruptNs: interrupt}
@@ -61,7 +72,8 @@ func (r *selfRates) totalOf(runs reqprofSelfRuns) float64 {
 		float64(runs.Switches)*r.perRun(reqprofSelfKindSELF_SWITCH) +
 		float64(runs.Wakeups)*r.perRun(reqprofSelfKindSELF_WAKE) +
 		float64(runs.Interrupts)*2*r.perRun(reqprofSelfKindSELF_INTERRUPT) +
-		float64(runs.Faults)*r.perRun(reqprofSelfKindSELF_FAULT)
+		float64(runs.Faults)*r.perRun(reqprofSelfKindSELF_FAULT) +
+		float64(runs.PoolProbes)*r.perRun(reqprofSelfKindSELF_POOL)
 }
 
 func addRuns(into *reqprofSelfRuns, from reqprofSelfRuns) {
@@ -71,6 +83,7 @@ func addRuns(into *reqprofSelfRuns, from reqprofSelfRuns) {
 	into.Wakeups += from.Wakeups
 	into.Interrupts += from.Interrupts
 	into.Faults += from.Faults
+	into.PoolProbes += from.PoolProbes
 }
 
 // selfCost is the rule that takes reqprof's own cost out of a request's

@@ -177,6 +177,17 @@ type Target struct {
 	// goroutines ("followed") or, and why not, only its threads; empty
 	// for any other process.
 	Goroutines string
+	// Pool says, for a process running libuv (Node), whether the jobs it
+	// runs on its pool threads are followed to the requests that queued
+	// them ("followed") or, and why not, left unattributed; empty for any
+	// other process.
+	Pool string
+	// PoolJobs counts the jobs its threads queued on the pool while
+	// serving a request; PoolJobsDone those of them a pool thread handed
+	// back while their request was open, whose PoolNs of pool threads'
+	// CPU went to it (part of the attributed CPU).
+	PoolJobs, PoolJobsDone uint64
+	PoolNs                 uint64
 
 	// Runtime is how its threads were taken to resume a request whose
 	// backend answered: "node" (at once, also nginx and C loops),

@@ -288,6 +288,16 @@ func backendsRun() profile.Run {
 	return run
 }
 
+// poolRun is sampledRun on a Node server whose routes hash on libuv's
+// pool: its jobs followed to the requests that queued them.
+func poolRun() profile.Run {
+	run := sampledRun()
+	t := &run.Targets[0]
+	t.Runtime, t.RuntimeFrom = "node", "detected"
+	t.Pool, t.PoolJobs, t.PoolJobsDone, t.PoolNs = "followed", 2000, 1998, 1_084_812_345
+	return run
+}
+
 func goldenCases() []goldenCase {
 	return []goldenCase{
 		{name: "one_target", run: oneTargetRun()},
@@ -302,6 +312,7 @@ func goldenCases() []goldenCase {
 		{name: "self_cost_gross", run: selfCostRun(true)},
 		{name: "lite", run: liteRun()},
 		{name: "backends", run: backendsRun()},
+		{name: "pool", run: poolRun()},
 		{name: "client_and_server", run: clientAndServerRun()},
 		{name: "zero_requests", run: profile.Run{
 			Duration: 5 * time.Second,

@@ -167,6 +167,9 @@ type TargetSummary struct {
 	Execd       string  `json:"execd,omitempty"`
 	ExecdAfterS float64 `json:"execd_after_s,omitempty"`
 	Goroutines  string  `json:"goroutines,omitempty"`
+	// Pool is how a libuv process's pool jobs were followed; absent for
+	// any other process.
+	Pool *PoolSummary `json:"pool,omitempty"`
 	// SelfCostUs is what reqprof's own programs cost in the target's
 	// context; absent for a run saved by a build that did not measure it.
 	SelfCostUs *SelfCostSummary `json:"self_cost_us,omitempty"`
@@ -379,6 +382,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		Exited:        t.Exited,
 		Execd:         t.Execd,
 		Goroutines:    t.Goroutines,
+		Pool:          summarizePool(t),
 		Runtime:       t.Runtime,
 		RuntimeFrom:   t.RuntimeFrom,
 		Role:          t.Role,
@@ -632,4 +636,22 @@ type SelfCostSummary struct {
 	PerRequest float64 `json:"per_request"`
 	Total      float64 `json:"total"`
 	TakenOut   bool    `json:"taken_out"`
+}
+
+// PoolSummary says how the jobs a runtime ran on its own pool threads
+// (libuv's) were followed: Status "followed" or why not; JobsQueued by
+// threads serving a request, JobsDone of them handed back while their
+// request was open, whose CPUUs of pool threads' CPU went to it.
+type PoolSummary struct {
+	Status     string  `json:"status"`
+	JobsQueued uint64  `json:"jobs_queued"`
+	JobsDone   uint64  `json:"jobs_done"`
+	CPUUs      float64 `json:"cpu_us"`
+}
+
+func summarizePool(t profile.Target) *PoolSummary {
+	if t.Pool == "" {
+		return nil
+	}
+	return &PoolSummary{Status: t.Pool, JobsQueued: t.PoolJobs, JobsDone: t.PoolJobsDone, CPUUs: usFromNs(t.PoolNs)}
 }

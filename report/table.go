@@ -59,6 +59,14 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	if t.Goroutines != "" {
 		fmt.Fprintf(b, "Go: goroutines %s\n", printable(t.Goroutines))
 	}
+	if p := t.Pool; p != nil {
+		fmt.Fprintf(b, "libuv pool: %s", printable(p.Status))
+		if p.JobsQueued > 0 {
+			fmt.Fprintf(b, "; %s of the %s jobs requests queued done while they were open, %s ms of pool threads' CPU charged to them",
+				groupDigits(strconv.FormatUint(p.JobsDone, 10)), groupDigits(strconv.FormatUint(p.JobsQueued, 10)), tenths(p.CPUUs/1000))
+		}
+		b.WriteString("\n")
+	}
 	if s.Lite != nil {
 		fmt.Fprintf(b, "lite mode: user/kernel split estimated (±%g points of the kernel share), no syscall rows\n", s.Lite.SplitPrecisionPoints)
 	}
