@@ -157,13 +157,6 @@ struct bpf_iter__task {
 	struct task_struct *task;
 } __attribute__((preserve_access_index));
 
-struct bpf_iter__bpf_map_elem {
-	struct bpf_iter_meta *meta;
-	void *map;
-	void *key;
-	void *value;
-} __attribute__((preserve_access_index));
-
 /* x86-64 syscall arguments: di, si, dx, r10, r8, r9; and the stack
  * pointer. */
 struct pt_regs {

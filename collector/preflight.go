@@ -51,14 +51,13 @@ func Preflight() error {
 				missing = append(missing, fmt.Sprintf("tracepoint %s (Linux %s+)", h.tracepoint, h.since))
 			}
 		}
-		// At the window's end, iterators over the tasks and over the
-		// connections settle what threads and tails still hold.
+		// At the window's end, task iterators settle what threads hold,
+		// and what connections' tails hold (over the conns map, with
+		// bpf_for_each_map_elem: a kernel before 5.13 rejects it at load,
+		// which names the program).
 		var iterCtx *btf.Struct
 		if err := spec.TypeByName("bpf_iter__task", &iterCtx); err != nil {
 			missing = append(missing, "BPF task iterators (Linux 5.8+)")
-		}
-		if err := spec.TypeByName("bpf_iter__bpf_map_elem", &iterCtx); err != nil {
-			missing = append(missing, "BPF map element iterators (Linux 5.9+)")
 		}
 	}
 	// Threads' state lives in task storage. Probing creates a map, which
