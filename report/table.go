@@ -62,8 +62,8 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	if p := t.Pool; p != nil {
 		fmt.Fprintf(b, "libuv pool: %s", printable(p.Status))
 		if p.JobsQueued > 0 {
-			fmt.Fprintf(b, "; %s of the %s jobs requests queued done while they were open, %s ms of pool threads' CPU charged to them",
-				groupDigits(strconv.FormatUint(p.JobsDone, 10)), groupDigits(strconv.FormatUint(p.JobsQueued, 10)), tenths(p.CPUUs/1000))
+			fmt.Fprintf(b, "; %s jobs queued by requests, %s handed back while their request was open, %s ms of pool threads' CPU charged to them",
+				groupDigits(strconv.FormatUint(p.JobsQueued, 10)), groupDigits(strconv.FormatUint(p.JobsDone, 10)), tenths(p.CPUUs/1000))
 		}
 		b.WriteString("\n")
 	}
