@@ -492,7 +492,7 @@ func lowAttributionWarning(t profile.Target) string {
 		}
 		msg += fmt.Sprintf(", most of it (%.1f%%) on %d %s named %q", 100*float64(top.CPUMs)*1e6/float64(seen), top.Threads, threads, top.Thread)
 	}
-	return msg + " (threads a runtime hands work to that never touch a connection are not followed: docs/LIMITS.md)"
+	return msg + " (a runtime's pool threads, which never touch a connection, are followed for libuv only: docs/LIMITS.md)"
 }
 
 // lostCauses names where events were lost, as " (ring buffer full 4,
