@@ -40,15 +40,7 @@ func startPoolServer(t *testing.T, interpreter, script string, burnUs int) *cals
 func checkPoolNotSilent(t *testing.T, srv *calserver.Process, conns, requests int) {
 	t.Helper()
 	// The warm-up starts the pool's threads before the window.
-	paths := []string{"/light", "/heavy"}
-	target, truth, totals := loadRoutes(t, srv, conns, requests, paths)
-	means := map[string]float64{}
-	for _, path := range paths {
-		means[path] = meanTotalsUs(totals[path])
-		t.Logf("GET %s: %d requests, reqprof %.1f µs, server's work %.1f µs", path, totals[path].Requests, means[path], truth.meanBurnUs(path))
-	}
-	got := means["/heavy"] - means["/light"]
-	want := truth.meanBurnUs("/heavy") - truth.meanBurnUs("/light")
+	target, got, want := loadPoolRoutes(t, srv, conns, requests)
 	attributed := float64(target.AttributedNs()) / float64(target.ProcessNs())
 	summary := report.Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
 	t.Logf("/heavy − /light: reqprof %.1f µs, server %.1f µs (%+.1f%%); %.1f%% of the process's CPU attributed; warnings %q",
@@ -64,6 +56,21 @@ func checkPoolNotSilent(t *testing.T, srv *calserver.Process, conns, requests in
 		t.Errorf("/heavy − /light: reqprof %.1f µs, the server's work %.1f µs: more than 10%% apart, and the report does not warn (%.1f%% attributed, warnings %q)",
 			got, want, 100*attributed, summary.Warnings)
 	}
+}
+
+// loadPoolRoutes loads /light and /heavy on srv at conns connections, each
+// request counted, and returns the target with the routes' difference in
+// mean CPU as reqprof and as the server measured it.
+func loadPoolRoutes(t *testing.T, srv *calserver.Process, conns, requests int) (target profile.Target, got, want float64) {
+	t.Helper()
+	paths := []string{"/light", "/heavy"}
+	target, truth, totals := loadRoutes(t, srv, conns, requests, paths)
+	means := map[string]float64{}
+	for _, path := range paths {
+		means[path] = meanTotalsUs(totals[path])
+		t.Logf("GET %s: %d requests, reqprof %.1f µs, server's work %.1f µs", path, totals[path].Requests, means[path], truth.meanBurnUs(path))
+	}
+	return target, means["/heavy"] - means["/light"], truth.meanBurnUs("/heavy") - truth.meanBurnUs("/light")
 }
 
 // TestFastAPIThreadPoolNotSilent: FastAPI `def` endpoints under uvicorn:
@@ -120,15 +127,7 @@ const poolWarmRequests = 4000
 // difference in mean CPU is within 10% of the server's own.
 func checkPoolFollowed(t *testing.T, srv *calserver.Process, conns, requests int) profile.Target {
 	t.Helper()
-	paths := []string{"/light", "/heavy"}
-	target, truth, totals := loadRoutes(t, srv, conns, requests, paths)
-	means := map[string]float64{}
-	for _, path := range paths {
-		means[path] = meanTotalsUs(totals[path])
-		t.Logf("GET %s: %d requests, reqprof %.1f µs, server's work %.1f µs", path, totals[path].Requests, means[path], truth.meanBurnUs(path))
-	}
-	got := means["/heavy"] - means["/light"]
-	want := truth.meanBurnUs("/heavy") - truth.meanBurnUs("/light")
+	target, got, want := loadPoolRoutes(t, srv, conns, requests)
 	t.Logf("/heavy − /light: reqprof %.1f µs, server %.1f µs (%+.1f%%); %.1f%% of the process's CPU attributed; pool %q: %d jobs queued, %d done, %.1f ms; unattributed by thread %v",
 		got, want, 100*(got/want-1), 100*float64(target.AttributedNs())/float64(target.ProcessNs()),
 		target.Pool, target.PoolJobs, target.PoolJobsDone, float64(target.PoolNs)/1e6, target.UnattributedSources)
