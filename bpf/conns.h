@@ -633,23 +633,33 @@ static __always_inline void send_chunks(struct conn_state *c, __u64 cookie, __u6
  * stands, for the collector to end the request the write answers (by its
  * JSON-RPC id) and to take the CPU up to the write. A record lost to a
  * full buffer leaves a gap in the offsets, which the collector sees. */
-static __always_inline void send_response(struct conn_state *c, __u64 cookie, __u64 buf, __u32 buf_len, __u64 off,
-					  __u32 len)
+/* The record of c as it stands, of kind, reserved in the ring buffer (no
+ * payload), at stream offset off; NULL when the buffer is full. */
+static __always_inline struct request_record *snapshot(struct conn_state *c, __u64 cookie, __u32 kind, __u64 off)
 {
 	struct request_record *r = bpf_ringbuf_reserve(&requests, sizeof(*r), 0);
 	if (!r)
-		return;
+		return 0;
 	if (bpf_probe_read_kernel(r, __builtin_offsetof(struct request_record, payload), &c->rec)) {
 		bpf_ringbuf_discard(r, 0);
-		return;
+		return 0;
 	}
-	r->kind = RECORD_RESPONSE;
+	r->kind = kind;
 	r->conn = cookie;
 	r->stream_off = off;
-	r->bytes_out = len;
 	r->end_ns = bpf_ktime_get_ns();
-	__u32 head = buf_len < RESPONSE_HEAD ? buf_len : RESPONSE_HEAD;
 	r->payload_len = 0;
+	return r;
+}
+
+static __always_inline void send_response(struct conn_state *c, __u64 cookie, __u64 buf, __u32 buf_len, __u64 off,
+					  __u32 len)
+{
+	struct request_record *r = snapshot(c, cookie, RECORD_RESPONSE, off);
+	if (!r)
+		return;
+	r->bytes_out = len;
+	__u32 head = buf_len < RESPONSE_HEAD ? buf_len : RESPONSE_HEAD;
 	if (buf && head && !bpf_probe_read_user(r->payload, head, (void *)buf))
 		r->payload_len = head;
 	bpf_ringbuf_submit(r, 0);

@@ -4,6 +4,9 @@
  * such to what the thread serves, and carved out of the piece it
  * interrupted (threads.h: cut), so that user + syscalls + softirq + irq =
  * on-CPU time, exactly. The interrupt running over a CPU is kept per CPU.
+ * Like the pieces, interrupts leave out what the hypervisor stole in them:
+ * a host often takes its CPU back inside the guest's timer interrupt, and
+ * the piece it interrupted leaves that steal out already.
  */
 #ifndef REQPROF_INTERRUPTS_H
 #define REQPROF_INTERRUPTS_H
@@ -44,6 +47,7 @@ static __always_inline bool softirq_enter(unsigned int vec)
 	if (!over_target(cpu))
 		return false;
 	cpu->softirq_start_ns = bpf_ktime_get_ns();
+	cpu->softirq_steal_at = steal_clock();
 	cpu->softirq_vec = vec;
 	cpu->irq_in_softirq_ns = 0;
 	return true;
@@ -54,9 +58,10 @@ static __always_inline bool softirq_exit(void)
 	struct cpu_state *cpu = this_cpu();
 	if (!cpu || !cpu->softirq_start_ns)
 		return false;
-	__u64 ns = bpf_ktime_get_ns() - cpu->softirq_start_ns;
+	__u64 ns = less_stolen(bpf_ktime_get_ns() - cpu->softirq_start_ns, &cpu->softirq_steal_at);
 	cpu->softirq_start_ns = 0;
-	/* Hard irqs inside it were charged as irq time already. */
+	/* Hard irqs inside it were charged as irq time already (less what
+	 * was stolen in them, which ns is less already). */
 	ns = ns > cpu->irq_in_softirq_ns ? ns - cpu->irq_in_softirq_ns : 0;
 	charge_interrupt(cpu, ns, cpu->softirq_vec);
 	return true;
@@ -68,6 +73,7 @@ static __always_inline bool irq_enter(void)
 	if (!over_target(cpu))
 		return false;
 	cpu->irq_start_ns = bpf_ktime_get_ns();
+	cpu->irq_steal_at = steal_clock();
 	return true;
 }
 
@@ -76,7 +82,7 @@ static __always_inline bool irq_exit(void)
 	struct cpu_state *cpu = this_cpu();
 	if (!cpu || !cpu->irq_start_ns)
 		return false;
-	__u64 ns = bpf_ktime_get_ns() - cpu->irq_start_ns;
+	__u64 ns = less_stolen(bpf_ktime_get_ns() - cpu->irq_start_ns, &cpu->irq_steal_at);
 	cpu->irq_start_ns = 0;
 	if (cpu->softirq_start_ns)
 		cpu->irq_in_softirq_ns += ns;

@@ -50,8 +50,22 @@ enum {
 	BPF_RB_AVAIL_DATA = 0,
 };
 
+/* A CPU's run queue: only its address is used (threads.h: steal_clock). */
+struct rq;
+
+struct cfs_rq {
+	struct rq *rq; /* the CPU's run queue (CONFIG_FAIR_GROUP_SCHED) */
+} __attribute__((preserve_access_index));
+
 struct sched_entity {
 	__u64 sum_exec_runtime;
+	struct cfs_rq *cfs_rq;
+} __attribute__((preserve_access_index));
+
+/* What a KVM host shares with each of its guest's CPUs: steal is the ns the
+ * host kept that CPU from running, updated each time it runs it again. */
+struct kvm_steal_time {
+	__u64 steal;
 } __attribute__((preserve_access_index));
 
 /* x86-64: the user FS base, where a Go thread keeps its current g. */

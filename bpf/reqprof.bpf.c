@@ -309,6 +309,17 @@ static __always_inline void sent(struct sock_op *op, int ret)
 	}
 }
 
+/* Thread st, serving stdio channel c's burst, reads more of it: what it
+ * was charged up to the read reaches the record, which is sent as it
+ * stands, the read not charged yet (RECORD_READ_MARK). */
+static __always_inline void send_read_mark(struct thread_state *st, struct conn_state *c, __u64 cookie)
+{
+	flush_to(st, c);
+	struct request_record *r = snapshot(c, cookie, RECORD_READ_MARK, c->in_off);
+	if (r)
+		bpf_ringbuf_submit(r, 0);
+}
+
 /* A write on a stdio channel, whose record is sent once the writer's
  * charges reached its request. */
 struct stdio_write {
@@ -363,6 +374,11 @@ static __always_inline void stdio_done(struct thread_state *st, __u32 tid, struc
 	if (reading) {
 		if (cfg.capture_bytes)
 			read_buffer(&st->serving, regs, nr);
+		/* More of a burst the thread reads: where the calls read so far
+		 * stop, for the collector. */
+		if (op.c->phase == PHASE_READING && st->serving.conn == op.cookie && !st->serving.in_tail &&
+		    op.c->rec.bytes_in && cfg.capture_bytes)
+			send_read_mark(st, op.c, op.cookie);
 		received(op.st, op.c, op.cookie, op.tid, ret);
 		return;
 	}

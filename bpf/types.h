@@ -182,6 +182,14 @@ enum record_kind {
 	 * the collector reads the JSON-RPC id it answers. */
 	RECORD_RESPONSE = 5,
 	RECORD_BACKEND = 6, /* struct backend_record: what a request waited on one backend for */
+	/* struct request_record, sent at a read that goes on with a burst of a
+	 * stdio channel, before the read is charged: the open record's cost
+	 * up to the read, with stream_off where the read starts in the
+	 * channel's input. The collector gives what ran since the last such
+	 * mark or response to the calls read before it, so that a call read
+	 * and set aside (waiting on another service) keeps its own reading and
+	 * parsing, rather than the call answered next taking them. */
+	RECORD_READ_MARK = 7,
 };
 
 /* stack_sample.flags */
@@ -380,6 +388,7 @@ struct thread_clock {
 	__u64 debt_ns;        /* ns charged beyond the kernel's accounting, paid back later */
 	__u64 interrupted_ns; /* interrupt time inside the piece not yet cut: already charged */
 	__u64 advance_ns;     /* syscall entry cost charged beyond the clock in this slice */
+	__u64 steal_at_ns;    /* the CPU's steal clock at run_start_ns (steal_clock) */
 	__u32 mode;           /* enum thread_mode */
 	__u32 syscall_nr;
 };
@@ -520,6 +529,7 @@ struct target_stats {
 	__u64 pool_jobs_queued;    /* jobs queued on the runtime's pool by a thread serving a request (pools.h) */
 	__u64 pool_jobs_done;      /* of them, ended by a pool thread while their request was open */
 	__u64 pool_ns;             /* part of attributed: pool threads' CPU in those jobs */
+	__u64 stolen_ns;           /* hypervisor steal inside its threads' slices, left out (threads.h: steal_clock) */
 	struct self_runs exited_self; /* the program runs of its threads that exited */
 };
 
@@ -550,6 +560,8 @@ struct cpu_state {
 	__u64 softirq_start_ns;   /* 0: no softirq over a target thread */
 	__u64 irq_start_ns;       /* 0: no hard irq over a target thread */
 	__u64 irq_in_softirq_ns;  /* hard irq time inside the running softirq */
+	__u64 softirq_steal_at;   /* the CPU's steal clock at the softirq's start */
+	__u64 irq_steal_at;       /* ... and at the hard irq's */
 	__u64 running_since_ns;    /* when running_tid was put on this CPU */
 	__u64 running_sched_at_in; /* its sum_exec_runtime then */
 	__u32 running_tid;         /* the task last put on this CPU */
@@ -597,6 +609,11 @@ struct config {
 	 * the kernel runs no tracepoint for a switch (threads.h:
 	 * open_unseen_slice). Fixed at 0 otherwise: the verifier drops it. */
 	__u32 hide_switch_ins;
+	__u32 pad;
+	/* Where a CPU's KVM steal clock (the per-CPU steal_time) is from its
+	 * run queue (the per-CPU runqueues), in bytes, from the kernel's BTF;
+	 * 0: none, the steal clock is not read (threads.h: steal_clock). */
+	__s64 steal_time_from_rq;
 };
 
 /* The ring buffer, the limits and the record flags have no type in the

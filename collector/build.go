@@ -163,6 +163,7 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		RunqueueNs:         s.RunqueueNs,
 		OffCPUNs:           s.OffcpuNs,
 		UnseenSwitchIns:    s.UnseenSwitchIns,
+		StolenNs:           s.StolenNs,
 		LostEvents:         s.LostRecords + s.LostThreads + s.LostConns + s.LostChunks,
 		LostBreakdown:      lostBreakdown(s),
 		Exited:             p.exited,
@@ -402,6 +403,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		addRuns(&sum.ExitedSelf, s.ExitedSelf)
 		sum.SetupNs += s.SetupNs
 		sum.UnseenSwitchIns += s.UnseenSwitchIns
+		sum.StolenNs += s.StolenNs
 		sum.PoolJobsQueued += s.PoolJobsQueued
 		sum.PoolJobsDone += s.PoolJobsDone
 		sum.PoolNs += s.PoolNs

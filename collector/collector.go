@@ -993,14 +993,18 @@ func (res *consumeResult) decode(b []byte) {
 			return
 		}
 		res.add(d)
-	case uint32(reqprofRecordKindRECORD_RESPONSE):
+	case uint32(reqprofRecordKindRECORD_RESPONSE), uint32(reqprofRecordKindRECORD_READ_MARK):
 		d, err := decodeRecordOf(b, kind)
 		if err != nil || int(d.target) >= len(res.finished) {
 			res.malformed++
 			return
 		}
-		if !res.noPayload {
+		switch {
+		case res.noPayload:
+		case kind == uint32(reqprofRecordKindRECORD_RESPONSE):
 			res.bursts.response(&d)
+		default:
+			res.bursts.readMark(&d)
 		}
 	case uint32(reqprofRecordKindRECORD_CHUNK), uint32(reqprofRecordKindRECORD_CLOSED):
 		c, err := decodeChunk(b)

@@ -179,6 +179,22 @@ func FuzzConsume(f *testing.F) {
 		chunkRecordBytes(f, reqprofRecordKindRECORD_CLOSED, 0, 7, 0, ""),
 		rec(8, 100, "*1\r\n$4\r\nPING\r\n", 0)))
 	f.Add(ringRecords(rec(2, 100, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0), rec(2, 200, "\x16\x03\x01", 0), []byte{1, 0, 0}))
+	// A stdio burst of two calls: a read mark between them, the second
+	// answered first, then the burst's record.
+	stdio := func(kind reqprofRecordKind, off uint64, userNs uint64, payload string) []byte {
+		r := reqprofRequestRecord{Kind: uint32(kind), Conn: 9, StartNs: 100, EndNs: 150, StreamOff: off,
+			Flags: uint32(reqprofRecordFlagsREQ_STDIO), PayloadLen: uint16(len(payload))}
+		r.Cost.UserNs = userNs
+		copy(r.Payload[:], payload)
+		return recordBytes(f, r)
+	}
+	slowCall := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}` + "\n"
+	lightCall := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"light"}}` + "\n"
+	f.Add(ringRecords(
+		stdio(reqprofRecordKindRECORD_READ_MARK, uint64(len(slowCall)), 40, ""),
+		stdio(reqprofRecordKindRECORD_RESPONSE, 0, 140, `{"jsonrpc":"2.0","id":2,"result":{}}`+"\n"),
+		stdio(reqprofRecordKindRECORD_RESPONSE, 40, 600, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n"),
+		stdio(reqprofRecordKindRECORD_REQUEST, 0, 650, slowCall+lightCall)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res := newConsumeResult(2)
 		var finished uint64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -116,6 +117,7 @@ func load(cfg reqprofConfig, stacks bool) (*bpfObjects, error) {
 		return nil, err
 	}
 	spec := embedded.Copy()
+	cfg.StealTimeFromRq = stealClockFromRunQueue()
 	var specs reqprofSpecs
 	if err := spec.Assign(&specs); err != nil {
 		return nil, fmt.Errorf("reading reqprof's BPF spec: %w", err)
@@ -203,4 +205,38 @@ func describeLoadError(err error) error {
 		return fmt.Errorf("loading BPF programs was refused (not root, or locked down): %w", err)
 	}
 	return fmt.Errorf("loading BPF programs: %w", err)
+}
+
+// stealClockFromRunQueue is where a CPU's KVM steal clock lies from its run
+// queue, in bytes: both are per-CPU variables (steal_time, runqueues), so
+// the distance is the same on every CPU, and the kernel's BTF gives their
+// offsets. 0 where the kernel is no KVM guest or its BTF lacks either: the
+// programs then read no steal clock (threads.h: steal_clock).
+func stealClockFromRunQueue() int64 {
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return 0
+	}
+	var percpu *btf.Datasec
+	if err := kernel.TypeByName(".data..percpu", &percpu); err != nil {
+		return 0
+	}
+	return percpuDistance(percpu, "runqueues", "steal_time")
+}
+
+// percpuDistance is to's offset less from's in the per-CPU section, 0
+// when either is not there.
+func percpuDistance(percpu *btf.Datasec, from, to string) int64 {
+	offsets := map[string]int64{}
+	for _, v := range percpu.Vars {
+		if variable, ok := v.Type.(*btf.Var); ok && (variable.Name == from || variable.Name == to) {
+			offsets[variable.Name] = int64(v.Offset)
+		}
+	}
+	fromOff, okFrom := offsets[from]
+	toOff, okTo := offsets[to]
+	if !okFrom || !okTo {
+		return 0
+	}
+	return toOff - fromOff
 }

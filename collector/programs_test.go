@@ -3,6 +3,8 @@ package collector
 import (
 	"slices"
 	"testing"
+
+	"github.com/cilium/ebpf/btf"
 )
 
 // Which program attaches where is read from the compiled spec, the
@@ -38,5 +40,21 @@ func TestTracepointTableMatchesPrograms(t *testing.T) {
 		if slices.ContainsFunc(hooks, func(h hook) bool { return h.program == name }) {
 			t.Errorf("iterator %s listed as a tracepoint program", name)
 		}
+	}
+}
+
+// The steal clock's distance from the run queue is read from the per-CPU
+// section's offsets, and is 0 (no steal clock read) when either is missing.
+func TestPercpuDistance(t *testing.T) {
+	v := func(name string, off uint32) btf.VarSecinfo {
+		return btf.VarSecinfo{Type: &btf.Var{Name: name, Type: &btf.Int{Size: 8}}, Offset: off, Size: 8}
+	}
+	percpu := &btf.Datasec{Name: ".data..percpu", Vars: []btf.VarSecinfo{v("this_cpu_off", 86056), v("steal_time", 97280), v("runqueues", 195776)}}
+	if got := percpuDistance(percpu, "runqueues", "steal_time"); got != 97280-195776 {
+		t.Errorf("distance %d, want %d", got, 97280-195776)
+	}
+	noGuest := &btf.Datasec{Name: ".data..percpu", Vars: []btf.VarSecinfo{v("runqueues", 195776)}}
+	if got := percpuDistance(noGuest, "runqueues", "steal_time"); got != 0 {
+		t.Errorf("without steal_time: %d, want 0", got)
 	}
 }

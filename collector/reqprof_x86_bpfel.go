@@ -51,12 +51,14 @@ type reqprofChunkRecord struct {
 }
 
 type reqprofConfig struct {
-	_              structs.HostLayout
-	CaptureBytes   uint32
-	FollowChildren uint32
-	ChunkBytes     uint32
-	Lite           uint32
-	HideSwitchIns  uint32
+	_               structs.HostLayout
+	CaptureBytes    uint32
+	FollowChildren  uint32
+	ChunkBytes      uint32
+	Lite            uint32
+	HideSwitchIns   uint32
+	Pad             uint32
+	StealTimeFromRq int64
 }
 
 type reqprofConnPhase uint32
@@ -128,6 +130,8 @@ type reqprofCpuState struct {
 	SoftirqStartNs   uint64
 	IrqStartNs       uint64
 	IrqInSoftirqNs   uint64
+	SoftirqStealAt   uint64
+	IrqStealAt       uint64
 	RunningSinceNs   uint64
 	RunningSchedAtIn uint64
 	RunningTid       uint32
@@ -205,12 +209,13 @@ const (
 type reqprofRecordKind uint32
 
 const (
-	reqprofRecordKindRECORD_REQUEST  reqprofRecordKind = 1
-	reqprofRecordKindRECORD_CHUNK    reqprofRecordKind = 2
-	reqprofRecordKindRECORD_CLOSED   reqprofRecordKind = 3
-	reqprofRecordKindRECORD_STACK    reqprofRecordKind = 4
-	reqprofRecordKindRECORD_RESPONSE reqprofRecordKind = 5
-	reqprofRecordKindRECORD_BACKEND  reqprofRecordKind = 6
+	reqprofRecordKindRECORD_REQUEST   reqprofRecordKind = 1
+	reqprofRecordKindRECORD_CHUNK     reqprofRecordKind = 2
+	reqprofRecordKindRECORD_CLOSED    reqprofRecordKind = 3
+	reqprofRecordKindRECORD_STACK     reqprofRecordKind = 4
+	reqprofRecordKindRECORD_RESPONSE  reqprofRecordKind = 5
+	reqprofRecordKindRECORD_BACKEND   reqprofRecordKind = 6
+	reqprofRecordKindRECORD_READ_MARK reqprofRecordKind = 7
 )
 
 type reqprofRequestRecord struct {
@@ -348,6 +353,7 @@ type reqprofTargetStats struct {
 	PoolJobsQueued       uint64
 	PoolJobsDone         uint64
 	PoolNs               uint64
+	StolenNs             uint64
 	ExitedSelf           reqprofSelfRuns
 }
 
@@ -364,6 +370,7 @@ type reqprofThreadState struct {
 		DebtNs        uint64
 		InterruptedNs uint64
 		AdvanceNs     uint64
+		StealAtNs     uint64
 		Mode          uint32
 		SyscallNr     uint32
 	}

@@ -23,6 +23,14 @@ import (
 // works on one call at a time in any order; for one that works on calls in
 // parallel threads, a piece holds what the others did meanwhile.
 //
+// A call read and set aside (one that waits on another service) keeps what
+// the server spent on it before it read more: the programs also send a
+// mark at each read that goes on with a burst (RECORD_READ_MARK), with
+// the cost up to that read, and the piece up to a mark is shared by the
+// calls read before it and not answered yet (none: it waits for the next
+// response, as before). A call answered first then takes its own reading
+// and parsing, not those of a call read before it.
+//
 // Where a response cannot be matched (its id not among the bytes seen, a
 // write lost), the calls in flight end at that burst, as a direction
 // change would end them, and are counted with why.
@@ -41,19 +49,28 @@ const (
 
 // answering is what the collector keeps of a stdio channel's responses.
 type answering struct {
-	out    stream.Responses
-	writes []heldWrite // of the burst whose record has not come
-	ids    []uint64    // the ids the writes carry, by heldWrite.from/to
-	calls  []inFlight  // read, not answered yet, in the order read
-	carry  profile.Request
+	out   stream.Responses
+	marks []heldMark // of the burst whose record has not come
+	ids   []uint64   // the ids the writes carry, by heldMark.from/to
+	calls []inFlight // read, not answered yet, in the order read
+	carry profile.Request
+	// sequence numbers the calls as read: the calls read before a mark
+	// are those numbered below a bound.
+	sequence uint64
 }
 
-type heldWrite struct {
-	start, end time.Duration // the burst's start; the write's
+// heldMark is a write's response record, or a read mark, held until its
+// burst's record comes.
+type heldMark struct {
+	start, end time.Duration // the burst's start; the write's or read's
 	cost       profile.Request
-	length     uint64
-	from, to   int // its ids in answering.ids
-	unread     bool
+	// A read mark: inOff is where the read starts in the input.
+	read  bool
+	inOff uint64
+	// A write: its length, and its ids in answering.ids.
+	length   uint64
+	from, to int
+	unread   bool
 }
 
 type inFlight struct {
@@ -61,6 +78,30 @@ type inFlight struct {
 	route    string
 	protocol string
 	start    time.Duration
+	seq      uint64
+	own      profile.Request // pieces up to read marks after it
+}
+
+// readMark holds a read mark until its burst's record comes.
+func (b *bursts) readMark(d *decodedRecord) {
+	f := b.follow(d.request.Conn)
+	f.target = d.target
+	if f.answers == nil {
+		f.answers = &answering{}
+	}
+	f.answers.marks = append(f.answers.marks, heldMark{start: d.request.Start, end: d.request.End,
+		cost: d.request, read: true, inOff: d.streamOff})
+}
+
+// readOffsets appends to dst where the reads marked in the burst started
+// at start begin, in the order read.
+func (a *answering) readOffsets(dst []uint64, start time.Duration) []uint64 {
+	for _, m := range a.marks {
+		if m.read && m.start == start {
+			dst = append(dst, m.inOff)
+		}
+	}
+	return dst
 }
 
 // response holds a write's record until its burst's record comes.
@@ -74,7 +115,7 @@ func (b *bursts) response(d *decodedRecord) {
 	from := len(a.ids)
 	var unread bool
 	a.ids, unread = a.out.Write(d.streamOff, d.request.BytesOut, d.payload, a.ids)
-	a.writes = append(a.writes, heldWrite{
+	a.marks = append(a.marks, heldMark{
 		start: d.request.Start, end: d.request.End, cost: d.request, length: d.request.BytesOut,
 		from: from, to: len(a.ids), unread: unread,
 	})
@@ -83,7 +124,11 @@ func (b *bursts) response(d *decodedRecord) {
 // inFlightNs is the CPU of pieces waiting for a response: part of no
 // finished request.
 func (a *answering) inFlightNs() uint64 {
-	return a.carry.CPUNs()
+	ns := a.carry.CPUNs()
+	for _, c := range a.calls {
+		ns += c.own.CPUNs()
+	}
+	return ns
 }
 
 // matchByID ends the calls a stdio burst answered, by id; false when the
@@ -98,7 +143,7 @@ func (res *consumeResult) matchByID(d *decodedRecord, s split, f *followed) bool
 		f.carry, f.carrying = profile.Request{}, false
 	}
 	res.messages[d.target] += uint64(s.messages)
-	done, unmatched := f.answers.burst(d.request, s.requests, res.names.intern)
+	done, unmatched := f.answers.burst(d.request, s.requests, s.readBefore, res.names.intern)
 	res.routes = res.routes[:0]
 	for _, r := range done {
 		res.finish(d.target, r)
@@ -115,10 +160,11 @@ func (res *consumeResult) matchByID(d *decodedRecord, s split, f *followed) bool
 	return true
 }
 
-// burst takes a burst's record r (its whole cost) and the calls read in
-// it; it returns the calls answered in it, each with its share of the
-// pieces, and how many were ended otherwise, by why.
-func (a *answering) burst(r profile.Request, requests []stream.Request, intern func(string) string) (done []profile.Request, unmatched map[string]int) {
+// burst takes a burst's record r (its whole cost), the calls read in it
+// and, for each of its read marks, how many of them were read before it;
+// it returns the calls answered in it, each with its share of the pieces,
+// and how many were ended otherwise, by why.
+func (a *answering) burst(r profile.Request, requests []stream.Request, readBefore []int, intern func(string) string) (done []profile.Request, unmatched map[string]int) {
 	count := func(why string) {
 		if unmatched == nil {
 			unmatched = map[string]int{}
@@ -126,20 +172,35 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, intern f
 		unmatched[why]++
 	}
 	noID := false
+	first := a.sequence
 	for _, q := range requests {
 		if !q.HasID {
 			noID = true
 		}
-		a.calls = append(a.calls, inFlight{id: q.ID, route: localName(q.Name, "stdio"), protocol: q.Protocol.String(), start: r.Start})
+		a.calls = append(a.calls, inFlight{id: q.ID, route: localName(q.Name, "stdio"), protocol: q.Protocol.String(),
+			start: r.Start, seq: a.sequence})
+		a.sequence++
 	}
+	reads := 0
 	template := r
 	var prev profile.Request
 	var written uint64
 	last := -1 // where the calls the burst's last response ended start in done
 	unread := noID
-	for _, w := range a.writes {
+	for _, w := range a.marks {
 		if w.start != r.Start {
 			continue // of a burst whose record never came
+		}
+		if w.read {
+			read := 0
+			if reads < len(readBefore) {
+				read = readBefore[reads]
+			}
+			reads++
+			piece := costDiff(w.cost, prev)
+			prev = w.cost
+			a.setAside(piece, first+uint64(read))
+			continue
 		}
 		piece := costDiff(w.cost, prev)
 		piece.BytesOut = w.length
@@ -150,7 +211,7 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, intern f
 		for _, id := range a.ids[w.from:w.to] {
 			for i, c := range a.calls {
 				if c.id == id {
-					done = append(done, a.ended(template, c, w.end))
+					done = append(done, plusCost(a.ended(template, c, w.end), c.own))
 					a.calls = append(a.calls[:i], a.calls[i+1:]...)
 					break
 				}
@@ -164,7 +225,7 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, intern f
 		}
 		unread = unread || w.unread
 	}
-	a.writes, a.ids = a.writes[:0], a.ids[:0]
+	a.marks, a.ids = a.marks[:0], a.ids[:0]
 	tail := costDiff(r, prev)
 	tail.BytesOut = r.BytesOut - min(r.BytesOut, written)
 	if last >= 0 {
@@ -188,7 +249,7 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, intern f
 			}
 		}
 		for i, c := range ending {
-			one := a.ended(template, c, r.End)
+			one := plusCost(a.ended(template, c, r.End), c.own)
 			done = append(done, plusCost(one, share(a.carry, len(ending), i == 0)))
 			count(why)
 		}
@@ -201,6 +262,29 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, intern f
 		done[i].Route = intern(done[i].Route)
 	}
 	return done, unmatched
+}
+
+// setAside shares piece, what ran up to a read mark, among the calls in
+// flight numbered below readBefore (read before the mark); with none, it
+// waits for the next response.
+func (a *answering) setAside(piece profile.Request, readBefore uint64) {
+	n := 0
+	for _, c := range a.calls {
+		if c.seq < readBefore {
+			n++
+		}
+	}
+	if n == 0 {
+		a.carry = plusCost(a.carry, piece)
+		return
+	}
+	i := 0
+	for k := range a.calls {
+		if a.calls[k].seq < readBefore {
+			a.calls[k].own = plusCost(a.calls[k].own, share(piece, n, i == 0))
+			i++
+		}
+	}
 }
 
 // ended is call c as a request answered at end, its identity from the

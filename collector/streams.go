@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"math"
 	"strings"
 
 	"github.com/reqprof/reqprof/collector/route"
@@ -68,6 +69,9 @@ type bursts struct {
 	// the next burst is parsed.
 	requests []stream.Request
 	scratch  *stream.Conn // parses a burst of a connection not followed
+	// reads and readBefore back the read marks of a burst, reused.
+	reads      []uint64
+	readBefore []int
 }
 
 func newBursts(names func([]byte) string) *bursts {
@@ -133,6 +137,9 @@ type split struct {
 	// request, named from its payload, and why.
 	fallback string
 	protocol stream.Protocol
+	// For each read marked in the burst (a stdio channel's), how many of
+	// requests were complete before it.
+	readBefore []int
 }
 
 // burst splits one burst record of a connection, and returns the state
@@ -159,7 +166,7 @@ func (b *bursts) burst(d *decodedRecord) (split, *followed) {
 		} else {
 			b.scratch.Reset(d.localPort, d.streamOff)
 		}
-		s := b.parse(b.scratch, d, nil)
+		s := b.parse(b.scratch, d, nil, nil)
 		switch {
 		case s.fallback != "":
 			f = b.follow(d.request.Conn)
@@ -184,7 +191,12 @@ func (b *bursts) burst(d *decodedRecord) (split, *followed) {
 	if f.conn == nil {
 		f.conn = stream.NewConnAt(d.localPort, d.streamOff)
 	}
-	s := b.parse(f.conn, d, chunks)
+	var reads []uint64
+	if f.answers != nil {
+		reads = f.answers.readOffsets(b.reads[:0], d.request.Start)
+		b.reads = reads
+	}
+	s := b.parse(f.conn, d, chunks, reads)
 	if err := f.conn.Err(); err != nil {
 		// Kept for its reason, not its bytes.
 		f.failed, f.conn = fallbackReason(err, d.streamOff), nil
@@ -194,25 +206,33 @@ func (b *bursts) burst(d *decodedRecord) (split, *followed) {
 
 // parse feeds conn a burst's bytes: its payload, then its chunks. Bytes
 // the programs read but did not send leave a gap that the next burst's
-// offset shows.
-func (b *bursts) parse(conn *stream.Conn, d *decodedRecord, chunks []heldChunk) split {
-	conn.Feed(d.streamOff, d.payload)
-	for _, c := range chunks {
-		if c.offset < d.streamOff {
-			continue // of a burst whose record never came (it began before the window)
+// offset shows. reads are where the reads marked in the burst start, in
+// order: the bytes before each are fed first, to count the requests
+// complete before it.
+func (b *bursts) parse(conn *stream.Conn, d *decodedRecord, chunks []heldChunk, reads []uint64) split {
+	s := split{requests: b.requests[:0], readBefore: b.readBefore[:0]}
+	b.found = b.found[:0]
+	taken := 0 // of b.found, sorted into s
+	take := func() {
+		b.found = conn.RequestsFunc(b.found, b.names)
+		for _, r := range b.found[taken:] {
+			if r.Protocol == stream.JSONRPC && (r.Notification || r.Response) {
+				s.messages++
+				continue
+			}
+			s.requests = append(s.requests, r)
 		}
-		conn.Feed(c.offset, c.data)
+		taken = len(b.found)
 	}
-	b.found = conn.RequestsFunc(b.found[:0], b.names)
-	s := split{protocol: conn.Protocol(), requests: b.requests[:0]}
-	for _, r := range b.found {
-		if r.Protocol == stream.JSONRPC && (r.Notification || r.Response) {
-			s.messages++
-			continue
-		}
-		s.requests = append(s.requests, r)
+	for _, at := range reads {
+		feedBefore(conn, d, chunks, at)
+		take()
+		s.readBefore = append(s.readBefore, len(s.requests))
 	}
-	b.requests = s.requests
+	feedBefore(conn, d, chunks, math.MaxUint64)
+	take()
+	s.protocol = conn.Protocol()
+	b.requests, b.readBefore = s.requests, s.readBefore
 	switch {
 	case len(s.requests) > 0:
 		// Complete before any break: the next burst falls back.
@@ -222,6 +242,27 @@ func (b *bursts) parse(conn *stream.Conn, d *decodedRecord, chunks []heldChunk) 
 		s.carried = true
 	}
 	return s
+}
+
+// feedBefore feeds conn the burst's bytes (its payload, then its chunks)
+// that lie before offset limit; bytes fed already are passed over by Feed.
+func feedBefore(conn *stream.Conn, d *decodedRecord, chunks []heldChunk, limit uint64) {
+	feed := func(off uint64, data []byte) {
+		if off >= limit {
+			return
+		}
+		if uint64(len(data)) > limit-off {
+			data = data[:limit-off]
+		}
+		conn.Feed(off, data)
+	}
+	feed(d.streamOff, d.payload)
+	for _, c := range chunks {
+		if c.offset < d.streamOff {
+			continue // of a burst whose record never came (it began before the window)
+		}
+		feed(c.offset, c.data)
+	}
 }
 
 // fallbackReason says, in a few words a report can group by, why a

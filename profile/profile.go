@@ -129,6 +129,12 @@ type Target struct {
 	// kernel's accounting. Its CPU is counted all the same.
 	UnseenSwitchIns uint64
 
+	// StolenNs is the time (ns) the hypervisor kept the CPU from its
+	// threads while they were on it (a virtual machine's steal time), by
+	// the CPU's steal clock: left out of every figure, as the kernel
+	// leaves it out of the threads' own CPU time.
+	StolenNs uint64
+
 	// CPU (ns) charged to requests that had not finished when the window
 	// closed, or whose start was before it: counted as attributed, but not
 	// in the per-request distribution.

@@ -173,6 +173,11 @@ type TargetSummary struct {
 	// SelfCostUs is what reqprof's own programs cost in the target's
 	// context; absent for a run saved by a build that did not measure it.
 	SelfCostUs *SelfCostSummary `json:"self_cost_us,omitempty"`
+	// StealUs is the time the hypervisor kept the CPU from its threads
+	// while they were on it (a virtual machine's steal time), left out of
+	// every figure as the kernel leaves it out of their CPU time; absent
+	// when none, or off a KVM guest.
+	StealUs float64 `json:"steal_us,omitempty"`
 	// Runtime is how its threads were taken to resume a request whose
 	// backend answered ("node", "asyncio", "threads", "go"), and
 	// RuntimeFrom how that was chosen ("detected", "--runtime", "not
@@ -389,6 +394,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		RoleFrom:      t.RoleFrom,
 		Backends:      summarizeBackends(t.Backends, n, func(profile.RouteKey) bool { return true }),
 		Interleaved:   roundTenth(interleavedShare(totals)),
+		StealUs:       roundTenth(usFromNs(t.StolenNs)),
 
 		Warnings: warnings(t),
 	}

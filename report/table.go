@@ -193,6 +193,9 @@ func cpuSeenLine(t TargetSummary) string {
 	if t.AllInPerRequestUs > 0 {
 		fmt.Fprintf(&b, "; all-in %s µs per request", tenths(t.AllInPerRequestUs))
 	}
+	if t.StealUs > 0 {
+		fmt.Fprintf(&b, "; hypervisor steal left out %s ms", ms(t.StealUs))
+	}
 	return b.String()
 }
 

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/reqprof/reqprof/profile"
 )
 
 func TestGroupDigits(t *testing.T) {
@@ -95,5 +98,22 @@ func TestWriteTableOfOlderSummary(t *testing.T) {
 	}
 	if !strings.Contains(out, "│ kernel │") {
 		t.Errorf("table lacks the kernel row:\n%s", out)
+	}
+}
+
+// Steal time the programs left out is summarised and said on the CPU line;
+// with none, the line says nothing of it.
+func TestStealLeftOutIsSaid(t *testing.T) {
+	run := profile.Run{Duration: time.Second, Targets: []profile.Target{{PID: 7, Comm: "srv", StolenNs: 12_345_678}}}
+	ts := Summarize(run).Targets[0]
+	if ts.StealUs != 12345.7 {
+		t.Fatalf("steal_us %v, want 12345.7", ts.StealUs)
+	}
+	if line := cpuSeenLine(ts); !strings.Contains(line, "; hypervisor steal left out 12.3 ms") {
+		t.Errorf("CPU line %q does not say the steal left out", line)
+	}
+	ts.StealUs = 0
+	if line := cpuSeenLine(ts); strings.Contains(line, "steal") {
+		t.Errorf("CPU line %q speaks of steal where there was none", line)
 	}
 }

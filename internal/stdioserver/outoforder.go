@@ -23,28 +23,40 @@ type parked struct {
 // serveOutOfOrder is the event loop of --out-of-order: one thread polls
 // stdin, answers the calls of each read last first, and parks tool slow
 // for wait, answering what comes meanwhile.
+//
+// Every ns of the thread is some call's, by the rule the calibrated server
+// keeps (calserver's ledger): what the loop runs after a call, up to its
+// next read, is the call's it last worked on: the tail of a call answered,
+// or, for a call set aside, its wait for the next input. A read's own cost
+// is shared by the calls it completes; what runs between two responses
+// with no read between is the second's.
 func serveOutOfOrder(burn map[string]uint64, wait time.Duration) int {
 	runtime.LockOSThread()
 	var stats Stats
 	stats.Calls, stats.CPUUs = map[string]uint64{}, map[string]float64{}
 	total := map[string]time.Duration{}
-	var waiting []parked
+	var waiting []*parked
 	var pending []byte // a line not complete yet
 	buf := make([]byte, 64<<10)
-	// Every ns of the thread is some call's: mark is where what has not
-	// been given to a call yet starts.
+	// mark is where what has not been given to a call yet starts; until
+	// the next read it goes to the call last worked on: a tool answered
+	// (tailOf) or a call parked (parkedLast), or none before the first.
 	mark := calserver.ThreadCPU()
+	begin := mark
+	tailOf := ""
+	var parkedLast *parked
 	answer := func(m message, cpu time.Duration, start time.Duration) bool {
 		calserver.Burn(burn[m.Params.Name])
 		out := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"ok"}]}}`+"\n", m.ID)
 		if _, err := os.Stdout.WriteString(out); err != nil {
 			return false
 		}
-		cpu += calserver.ThreadCPU() - start
 		mark = calserver.ThreadCPU()
+		cpu += mark - start
 		total[m.Params.Name] += cpu
 		stats.Calls[m.Params.Name]++
 		stats.Requests++
+		tailOf, parkedLast = m.Params.Name, nil
 		return true
 	}
 	for {
@@ -60,6 +72,9 @@ func serveOutOfOrder(burn map[string]uint64, wait time.Duration) int {
 		for len(waiting) > 0 && !time.Now().Before(waiting[0].until) {
 			p := waiting[0]
 			waiting = waiting[1:]
+			if p == parkedLast {
+				parkedLast = nil // what ran since mark is its wake-up: answer takes it
+			}
 			// The loop's wake-up for it is its own.
 			if !answer(p.m, p.cpu, mark) {
 				return 1
@@ -68,8 +83,15 @@ func serveOutOfOrder(burn map[string]uint64, wait time.Duration) int {
 		if fds[0].Revents == 0 {
 			continue
 		}
-		// The loop since the last call, and the read, are the calls it brings.
-		readStart := mark
+		// The loop since mark, up to the read, is the last call's.
+		readStart := calserver.ThreadCPU()
+		switch {
+		case parkedLast != nil:
+			parkedLast.cpu += readStart - mark
+		case tailOf != "":
+			total[tailOf] += readStart - mark
+		}
+		mark = readStart
 		n, err := unix.Read(0, buf)
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
@@ -77,8 +99,8 @@ func serveOutOfOrder(burn map[string]uint64, wait time.Duration) int {
 		if n <= 0 {
 			break
 		}
-		readCPU := calserver.ThreadCPU() - readStart
 		mark = calserver.ThreadCPU()
+		readCPU := mark - readStart
 		pending = append(pending, buf[:n]...)
 		var lines [][]byte
 		for {
@@ -104,8 +126,11 @@ func serveOutOfOrder(burn map[string]uint64, wait time.Duration) int {
 			}
 			start := mark
 			if m.Params.Name == "slow" {
-				waiting = append(waiting, parked{m: m, until: time.Now().Add(wait), cpu: share + calserver.ThreadCPU() - start})
+				until := time.Now().Add(wait)
 				mark = calserver.ThreadCPU()
+				p := &parked{m: m, until: until, cpu: share + mark - start}
+				waiting = append(waiting, p)
+				tailOf, parkedLast = "", p
 				continue
 			}
 			if !answer(m, share, start) {
@@ -113,6 +138,11 @@ func serveOutOfOrder(burn map[string]uint64, wait time.Duration) int {
 			}
 		}
 	}
+	var assigned time.Duration
+	for _, d := range total {
+		assigned += d
+	}
+	stats.UnassignedUs = float64((calserver.ThreadCPU() - begin - assigned).Nanoseconds()) / 1e3
 	for name, n := range stats.Calls {
 		stats.CPUUs[name] = float64(total[name].Nanoseconds()) / float64(n) / 1e3
 	}

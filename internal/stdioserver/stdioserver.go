@@ -37,6 +37,9 @@ type Stats struct {
 	// With --out-of-order: calls and mean CPU per call, by tool.
 	Calls map[string]uint64  `json:"calls,omitempty"`
 	CPUUs map[string]float64 `json:"cpu_us,omitempty"`
+	// With --out-of-order: the serving thread's CPU given to no call (its
+	// start, its last tail, the instants between two reads of its clock).
+	UnassignedUs float64 `json:"unassigned_us,omitempty"`
 }
 
 type message struct {
