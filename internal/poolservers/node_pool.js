@@ -20,6 +20,11 @@
 // while it served (from the same clocks), less what the calibration
 // found a job costs besides its iterations, per iteration served, and
 // each route's work its iterations times that, plus that fixed cost a job.
+// The load is the requests after the /warm ones: the pool's CPU is read
+// again at the first of them (the pool idle then, the warm-up answered),
+// and /warm's jobs are left out of the figures, as the host may run them
+// at another pace than the load (their iterations were 44% of a test's,
+// and with them the routes' difference came out up to 12% off).
 // It speaks calserver's protocol: it prints "listening on IP:PORT", serves
 // until SIGTERM, then prints its own figures as one JSON line.
 //
@@ -88,7 +93,7 @@ async function calibrate() {
 }
 
 let calibrated, iterations; // set before the server listens
-let poolCpuAtListen;
+let poolCpuAtLoad; // at the first request after the warm-up
 const served = { jobs: 0, iterations: 0 };
 const routes = {};
 function route(name) {
@@ -107,12 +112,16 @@ const server = http.createServer((req, res) => {
   }
   const r = route(req.url);
   const n = units * iterations;
+  const load = req.url !== '/warm';
+  if (load && poolCpuAtLoad === undefined) poolCpuAtLoad = threadsCpuMicros(poolThreads);
   crypto.pbkdf2('password', req.url, n, 32, 'sha256', (err) => {
     if (err) throw err;
     r.requests++;
     r.iterations += n;
-    served.jobs++;
-    served.iterations += n;
+    if (load) {
+      served.jobs++;
+      served.iterations += n;
+    }
     res.end('ok\n');
   });
 });
@@ -120,14 +129,13 @@ server.keepAliveTimeout = 60000;
 calibrate().then((cost) => {
   calibrated = cost;
   iterations = Math.max(1, Math.round(burnMicros / cost.perIteration));
-  poolCpuAtListen = threadsCpuMicros(poolThreads);
   server.listen(0, '127.0.0.1', () => {
     const a = server.address();
     process.stdout.write(`listening on ${a.address}:${a.port}\n`);
   });
 });
 process.on('SIGTERM', () => {
-  const poolCpu = threadsCpuMicros(poolThreads) - poolCpuAtListen;
+  const poolCpu = poolCpuAtLoad === undefined ? 0 : threadsCpuMicros(poolThreads) - poolCpuAtLoad;
   const perIteration = served.iterations ? (poolCpu - served.jobs * calibrated.perJob) / served.iterations : 0;
   for (const r of Object.values(routes)) r.burn_us = r.iterations * perIteration + r.requests * calibrated.perJob;
   process.stdout.write(JSON.stringify({
