@@ -42,6 +42,9 @@ type Options struct {
 	// Lite profiles in lite mode (collector.Config.Lite): no program on
 	// every syscall of the machine, for a live production host.
 	Lite bool
+	// Gross keeps reqprof's own cost in the figures (collector.Config.Gross);
+	// by default it is taken out, as attach does.
+	Gross bool
 	// MaxRoutes bounds each target's routes with series of their own
 	// (live.DefaultMaxRoutes when 0); the rest are one, live.OtherRoute.
 	MaxRoutes int
@@ -309,6 +312,7 @@ func (s *Server) session(ctx context.Context, p []sessionTarget) error {
 		CaptureBytes:   s.opts.CaptureBytes,
 		NoPayload:      s.opts.NoPayload,
 		Lite:           s.opts.Lite,
+		Gross:          s.opts.Gross,
 		FollowChildren: s.opts.FollowChildren || slices.ContainsFunc(targets, func(t collector.Target) bool { return t.Cgroup != "" }),
 		OnRequest:      onRequest,
 		OnProgress:     s.progress,

@@ -84,6 +84,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) error {
 		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
 	noPayload := c.Bool("no-payload", false, "capture no request bytes: requests are named by port only")
 	lite := c.Bool("lite", false, liteUsage)
+	gross := c.Bool("gross", false, "keep reqprof's own cost in the figures as observed; by default what its programs cost in each request's context is taken out")
 	if err := c.parse(args, stdout); err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) error {
 
 	ver, rev := thisBuild()
 	srv := serve.New(serve.Options{
-		Specs: specs, FollowChildren: *followChildren, CaptureBytes: *captureBytes, NoPayload: *noPayload, Lite: *lite,
+		Specs: specs, FollowChildren: *followChildren, CaptureBytes: *captureBytes, NoPayload: *noPayload, Lite: *lite, Gross: *gross,
 		MaxRoutes: *maxRoutes, RequestLog: requestLog, Log: stderr, Version: ver, Commit: rev,
 	})
 	httpServer := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
