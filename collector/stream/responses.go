@@ -31,7 +31,9 @@ type Responses struct {
 // read: a message cut before its id, or bytes where a message may start
 // that are not one.
 func (r *Responses) Write(off, length uint64, head []byte, ids []uint64) (_ []uint64, unread bool) {
-	if len(head) > int(length) {
+	// In uint64: a length past int's range (a malformed record) would turn
+	// negative as an int.
+	if uint64(len(head)) > length {
 		head = head[:length]
 	}
 	if !r.started || off != r.next {

@@ -108,3 +108,21 @@ func FuzzResponses(f *testing.F) {
 		}
 	})
 }
+
+// A malformed record may say anything: a length past int's range, an
+// offset at the end of uint64's. Write reads what it was given and no more.
+func TestResponsesOutOfRangeWrites(t *testing.T) {
+	head := []byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")
+	for _, w := range []struct{ off, length uint64 }{
+		{0, 1<<63 + 12345},
+		{^uint64(0) - 5, uint64(len(head))},
+		{^uint64(0) - 5, ^uint64(0)},
+	} {
+		var r Responses
+		ids, _ := r.Write(w.off, w.length, head, nil)
+		if len(ids) > 1 {
+			t.Errorf("write at %d of %d bytes: %d ids from one response", w.off, w.length, len(ids))
+		}
+		r.Write(w.off+w.length, 10, head[:10], nil) // and the next, wherever it lands
+	}
+}
