@@ -191,6 +191,11 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, readBefo
 		if w.start != r.Start {
 			continue // of a burst whose record never came
 		}
+		// Each figure only grows: a snapshot holds at least the one before
+		// and at most the whole burst. One that says otherwise (a
+		// malformed record) is brought within, so that the pieces add up
+		// to the burst's cost and no more.
+		w.cost = costWithin(w.cost, prev, r)
 		if w.read {
 			read := 0
 			if reads < len(readBefore) {
@@ -319,6 +324,25 @@ func plusCost(a, b profile.Request) profile.Request {
 	a.InvoluntarySwitches += b.InvoluntarySwitches
 	a.BytesIn += b.BytesIn
 	a.BytesOut += b.BytesOut
+	return a
+}
+
+// costWithin is a's costs, each brought within lo's and hi's (lo's where
+// they cross); a's identity is kept.
+func costWithin(a, lo, hi profile.Request) profile.Request {
+	in := func(v, l, h uint64) uint64 { return max(l, min(v, h)) }
+	in32 := func(v, l, h uint32) uint32 { return max(l, min(v, h)) }
+	a.UserNs = in(a.UserNs, lo.UserNs, hi.UserNs)
+	a.SyscallNs = in(a.SyscallNs, lo.SyscallNs, hi.SyscallNs)
+	a.SoftirqNs = in(a.SoftirqNs, lo.SoftirqNs, hi.SoftirqNs)
+	a.IrqNs = in(a.IrqNs, lo.IrqNs, hi.IrqNs)
+	a.KernelNs = a.SyscallNs + a.SoftirqNs + a.IrqNs
+	a.RunqueueNs = in(a.RunqueueNs, lo.RunqueueNs, hi.RunqueueNs)
+	a.OffCPUNs = in(a.OffCPUNs, lo.OffCPUNs, hi.OffCPUNs)
+	a.PageFaults = in32(a.PageFaults, lo.PageFaults, hi.PageFaults)
+	a.VoluntarySwitches = in32(a.VoluntarySwitches, lo.VoluntarySwitches, hi.VoluntarySwitches)
+	a.InvoluntarySwitches = in32(a.InvoluntarySwitches, lo.InvoluntarySwitches, hi.InvoluntarySwitches)
+	a.BytesIn = in(a.BytesIn, lo.BytesIn, hi.BytesIn)
 	return a
 }
 
