@@ -172,7 +172,7 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, readBefo
 		unmatched[why]++
 	}
 	noID := false
-	first := a.sequence
+	firstSeq := a.sequence // of this burst's first call
 	for _, q := range requests {
 		if !q.HasID {
 			noID = true
@@ -196,21 +196,19 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, readBefo
 		// malformed record) is brought within, so that the pieces add up
 		// to the burst's cost and no more.
 		w.cost = costWithin(w.cost, prev, r)
+		piece := costDiff(w.cost, prev)
+		prev = w.cost
 		if w.read {
 			read := 0
 			if reads < len(readBefore) {
 				read = readBefore[reads]
 			}
 			reads++
-			piece := costDiff(w.cost, prev)
-			prev = w.cost
-			a.setAside(piece, first+uint64(read))
+			a.setAside(piece, firstSeq+uint64(read))
 			continue
 		}
-		piece := costDiff(w.cost, prev)
 		piece.BytesOut = w.length
 		written += w.length
-		prev = w.cost
 		a.carry = plusCost(a.carry, piece)
 		first := len(done)
 		for _, id := range a.ids[w.from:w.to] {
