@@ -33,7 +33,9 @@ func TestMCPStdioAndHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pair.Kill)
-	const calls = 250 // of each tool on each server
+	// Of each tool on each server: enough that the medians of calls that
+	// differ by the runtime's and the host's noise settle within 2-3%.
+	const calls = 750
 	ctx := context.Background()
 	began := time.Now()
 	var loaded time.Duration
@@ -80,11 +82,12 @@ func TestMCPStdioAndHTTP(t *testing.T) {
 		sort.Strings(names)
 		light, heavy := rpc["tools/call light"], rpc["tools/call heavy"]
 		burnDiff := side.truth.BurnUs["heavy"] - side.truth.BurnUs["light"]
+		medianBurnDiff := side.truth.MedianBurnUs["heavy"] - side.truth.MedianBurnUs["light"]
 		attributed := float64(target.AttributedNs()) / float64(target.ProcessNs())
 		medianDiff := medianCPUUs(target, side.prefix+"tools/call heavy") - medianCPUUs(target, side.prefix+"tools/call light")
-		t.Logf("%s: light %d (%.1f µs), heavy %d (%.1f µs): %.1f apart, medians %.1f apart, the tools' burns %.1f apart by their own clock; mean %.1f µs a request; attributed %.1f%%; notifications %d; unfinished %d; routes %q",
+		t.Logf("%s: light %d (%.1f µs), heavy %d (%.1f µs): %.1f apart, medians %.1f apart, the tools' burns %.1f apart by their own clock (medians %.1f); mean %.1f µs a request; attributed %.1f%%; notifications %d; unfinished %d; routes %q",
 			side.child.Transport, light.Requests, meanTotalsUs(light), heavy.Requests, meanTotalsUs(heavy),
-			meanTotalsUs(heavy)-meanTotalsUs(light), medianDiff, burnDiff, meanFinishedCPUUs(target), 100*attributed,
+			meanTotalsUs(heavy)-meanTotalsUs(light), medianDiff, burnDiff, medianBurnDiff, meanFinishedCPUUs(target), 100*attributed,
 			target.Notifications, target.UnfinishedRequests, names)
 		for _, tool := range mcpserver.Tools {
 			got := rpc["tools/call "+tool].Requests
@@ -104,9 +107,10 @@ func TestMCPStdioAndHTTP(t *testing.T) {
 		// apart than the burns (stdio: -7 to +1%), in 10 runs on a loaded
 		// machine, from a tail of calls that the medians do not show (HTTP
 		// +1.5 to +8%, stdio +0.5 to +3%); what that tail holds is not
-		// established here.
-		if !within(medianDiff, burnDiff, 0.1) {
-			t.Errorf("%s: heavy's median CPU is %.1f µs above light's, the tools' burns %.1f µs apart: more than 10%% off", side.child.Transport, medianDiff, burnDiff)
+		// established here. Set against the burns' medians: the host's pace
+		// drifts within a run, and moved the burns' mean and median apart.
+		if !within(medianDiff, medianBurnDiff, 0.1) {
+			t.Errorf("%s: heavy's median CPU is %.1f µs above light's, the tools' median burns %.1f µs apart: more than 10%% off", side.child.Transport, medianDiff, medianBurnDiff)
 		}
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,10 +38,13 @@ import (
 var Tools = []string{"light", "heavy"}
 
 // Stats is what the server answered, and what each tool's burn cost by
-// its thread's CPU clock, mean per call.
+// its thread's CPU clock per call: the mean, and the median, to set
+// against a median of reqprof's (the host's pace drifts within a run, and
+// moves a mean and a median apart).
 type Stats struct {
-	Calls  map[string]uint64  `json:"calls"`
-	BurnUs map[string]float64 `json:"burn_us"`
+	Calls        map[string]uint64  `json:"calls"`
+	BurnUs       map[string]float64 `json:"burn_us"`
+	MedianBurnUs map[string]float64 `json:"median_burn_us"`
 }
 
 // heldLine is what a server started with --hold writes to stderr, with its
@@ -112,6 +117,8 @@ func Main(args []string) int {
 func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "reqprof-test", Version: "1"}, nil)
 	var calls, burned [2]atomic.Uint64
+	var mu sync.Mutex
+	var burns [2][]uint64 // each call's burn, ns
 	for i, iterations := range []uint64{light, heavy} {
 		mcp.AddTool(server, &mcp.Tool{Name: Tools[i], Description: "burns CPU"},
 			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
@@ -119,19 +126,29 @@ func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 				runtime.LockOSThread()
 				start := calserver.ThreadCPU()
 				calserver.Burn(iterations)
-				burned[i].Add(uint64(calserver.ThreadCPU() - start))
+				burn := uint64(calserver.ThreadCPU() - start)
 				runtime.UnlockOSThread()
+				burned[i].Add(burn)
+				mu.Lock()
+				burns[i] = append(burns[i], burn)
+				mu.Unlock()
 				calls[i].Add(1)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 			})
 	}
 	return server, func() Stats {
-		stats := Stats{Calls: map[string]uint64{}, BurnUs: map[string]float64{}}
+		stats := Stats{Calls: map[string]uint64{}, BurnUs: map[string]float64{}, MedianBurnUs: map[string]float64{}}
+		mu.Lock()
+		defer mu.Unlock()
 		for i, name := range Tools {
 			n := calls[i].Load()
 			stats.Calls[name] = n
 			if n > 0 {
 				stats.BurnUs[name] = float64(burned[i].Load()) / float64(n) / 1e3
+			}
+			if len(burns[i]) > 0 {
+				sorted := slices.Sorted(slices.Values(burns[i]))
+				stats.MedianBurnUs[name] = float64(sorted[len(sorted)/2]) / 1e3
 			}
 		}
 		return stats
