@@ -66,11 +66,9 @@ func TestWritesShowInTheWriteRow(t *testing.T) {
 	// Each window calibrates the syscall entry cost anew, and on this VM a
 	// stretch of some ms can run every syscall a fifth slower: a window
 	// measured in one while calibrated outside it, or the other way round,
-	// is a few % off per syscall. The comparison is over five windows: 15
-	// windows on this VM came out 93.2% to 100.5% of the server's writes
-	// each (a mean of 97.6%, likely as the calibration's tight loop of
-	// getppid runs its entry and exit warmer than a server's writes do),
-	// and over three the sum once fell to 94.4%.
+	// is a few % off per syscall (20 windows: 91.6% to 107.7% of the
+	// server's writes each, a mean of 99.2%). The comparison is over five
+	// windows.
 	var grewSum, kernelSum float64
 	for range windows {
 		writing, truth := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us",

@@ -14,11 +14,10 @@ import (
 	"github.com/reqprof/reqprof/profile"
 )
 
-// calibrationRounds and calibrationSyscalls size the measurement of the
-// syscall entry cost: the median of a few rounds, so neither a round that
-// was preempted nor one luckier with caches than a server is decides.
+// calibrationRounds and calibrationSyscalls size one spell of the
+// measurement of the syscall entry cost.
 const (
-	calibrationRounds   = 5
+	calibrationRounds   = 3
 	calibrationSyscalls = 4000
 )
 
@@ -33,49 +32,55 @@ const calibrationTarget = maxTargets - 1
 // the CPU clock's cost per getppid() less what the programs charge. The
 // programs must be attached and enabled.
 func calibrateSyscallEntry(objs *bpfObjects) (uint64, error) {
-	// The middle of a few measures some ms apart: on a virtual machine a
-	// stretch of a few ms can run every syscall a fifth slower (the host's
-	// doing), and a measure taken in one would overcharge every syscall of
-	// the window by as much.
-	var spells []uint64
+	// The mean of rounds in several spells some ms apart. On a virtual
+	// machine a stretch of a few ms can run every syscall a fifth slower
+	// (the host's doing), and the window's syscalls run in such stretches
+	// as often as the host makes them: what they pay is the mean over
+	// time, which a middle of a few measures is not (40 spells of 1,000
+	// getppid here, 20 ms apart: their mean 5% over their median).
+	var sum, n uint64
 	for i := range calibrationSpells {
 		if i > 0 {
 			time.Sleep(calibrationSpacing)
 		}
-		ns, err := measureSyscallEntry(objs)
+		rounds, err := measureSyscallEntry(objs)
 		if err != nil {
 			return 0, err
 		}
-		spells = append(spells, ns)
+		for _, ns := range rounds {
+			sum += ns
+			n++
+		}
 	}
-	slices.Sort(spells)
-	return spells[len(spells)/2], nil
+	return sum / n, nil
 }
 
 // calibrationSpells measures, calibrationSpacing apart, make one
 // calibration.
 const (
-	calibrationSpells  = 3
+	calibrationSpells  = 6
 	calibrationSpacing = 20 * time.Millisecond
 )
 
-func measureSyscallEntry(objs *bpfObjects) (uint64, error) {
+// measureSyscallEntry is one spell: each of its rounds' cost per syscall
+// outside the programs' charge.
+func measureSyscallEntry(objs *bpfObjects) ([]uint64, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	self := uint32(os.Getpid())
 	if err := objs.Targets.Put(self, uint32(calibrationTarget)); err != nil {
-		return 0, fmt.Errorf("calibrating: %w", err)
+		return nil, fmt.Errorf("calibrating: %w", err)
 	}
 	// Open, as a target's window is, for the measure; closed after.
 	var opened [reqprofLimitsMAX_TARGETS]uint64
 	opened[calibrationTarget] = monotonicNs()
 	if err := objs.TargetOpenedNs.Set(opened); err != nil {
-		return 0, fmt.Errorf("calibrating: %w", err)
+		return nil, fmt.Errorf("calibrating: %w", err)
 	}
 	defer objs.TargetOpenedNs.Set([reqprofLimitsMAX_TARGETS]uint64{})
 	// Answers cached before this process became a target are void.
 	if err := objs.TargetsGeneration.Set(uint32(generationCalibrating)); err != nil {
-		return 0, fmt.Errorf("calibrating: %w", err)
+		return nil, fmt.Errorf("calibrating: %w", err)
 	}
 	defer func() {
 		objs.Targets.Delete(self)
@@ -84,11 +89,11 @@ func measureSyscallEntry(objs *bpfObjects) (uint64, error) {
 	tid := uint32(unix.Gettid())
 	cookie := calibrationCookie | calibrationMeasures.Add(1)
 	if err := serveFakeRequest(objs, cookie); err != nil {
-		return 0, fmt.Errorf("calibrating: %w", err)
+		return nil, fmt.Errorf("calibrating: %w", err)
 	}
 	defer objs.Conns.Delete(cookie)
 	if err := objs.CalibrationTid.Set(tid); err != nil {
-		return 0, fmt.Errorf("calibrating: %w", err)
+		return nil, fmt.Errorf("calibrating: %w", err)
 	}
 	defer objs.CalibrationTid.Set(uint32(0))
 
@@ -96,7 +101,7 @@ func measureSyscallEntry(objs *bpfObjects) (uint64, error) {
 	for range calibrationRounds {
 		var before, after uint64
 		if err := objs.CalibrationSyscallNs.Get(&before); err != nil {
-			return 0, fmt.Errorf("calibrating: %w", err)
+			return nil, fmt.Errorf("calibrating: %w", err)
 		}
 		start := threadCPUNs()
 		for range calibrationSyscalls {
@@ -104,7 +109,7 @@ func measureSyscallEntry(objs *bpfObjects) (uint64, error) {
 		}
 		spent := threadCPUNs() - start
 		if err := objs.CalibrationSyscallNs.Get(&after); err != nil {
-			return 0, fmt.Errorf("calibrating: %w", err)
+			return nil, fmt.Errorf("calibrating: %w", err)
 		}
 		seen := after - before
 		if seen == 0 {
@@ -117,10 +122,9 @@ func measureSyscallEntry(objs *bpfObjects) (uint64, error) {
 		}
 	}
 	if len(perSyscall) == 0 {
-		return 0, fmt.Errorf("calibrating: the syscall tracepoints saw none of %d syscalls", calibrationRounds*calibrationSyscalls)
+		return nil, fmt.Errorf("calibrating: the syscall tracepoints saw none of %d syscalls", calibrationRounds*calibrationSyscalls)
 	}
-	slices.Sort(perSyscall)
-	return perSyscall[len(perSyscall)/2], nil
+	return perSyscall, nil
 }
 
 // calibrationCookie | n names the made-up connection the calibrating thread

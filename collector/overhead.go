@@ -86,19 +86,42 @@ func (m *overheadMeter) calibrate() error {
 	if m.entryNs, err = calibrateSyscallEntry(m.objs); err != nil {
 		return err
 	}
+	if err := m.calibrateRuns(); err != nil {
+		return err
+	}
 	closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err == nil {
 		m.supported = true
-		m.entryNsWithStats, err = calibrateSyscallEntry(m.objs)
+		m.entryNsWithStats, err = m.calibrateWithStats()
 		closer.Close()
 		if err != nil {
 			return err
 		}
 	}
-	if err := m.calibrateRuns(); err != nil {
-		return err
-	}
 	return m.setEntry(m.entryNs)
+}
+
+// calibrateWithStats is the entry cost while statistics are kept, as the
+// window keeps them (keepStats): the programs time their own runs then,
+// and the clock reads and the update that costs, before and after their
+// cuts, are entry cost too. Calibrated without the timing, a server's
+// write row in a tight loop of /dev/null writes came out 96.4% of its
+// own measure (15 windows, the load half in a period); with it, 99.2%
+// (20 windows). The timings so far are noted again after it, as the
+// window's do not include them.
+func (m *overheadMeter) calibrateWithStats() (uint64, error) {
+	if err := m.objs.TimingSelf.Set(uint32(1)); err != nil {
+		return 0, fmt.Errorf("timing the programs: %w", err)
+	}
+	ns, err := calibrateSyscallEntry(m.objs)
+	m.objs.TimingSelf.Set(uint32(0))
+	if err != nil {
+		return 0, err
+	}
+	if m.timed0, err = m.timings(); err != nil {
+		return 0, err
+	}
+	return ns, nil
 }
 
 // calibrateRuns times the syscall tracepoints' runs on the calibrating
