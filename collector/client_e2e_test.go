@@ -85,9 +85,8 @@ func TestGoHTTPClientCalls(t *testing.T) {
 	client := startCalclient(t, "--kind", "nethttp", "--addr", peer, "--conns", "4", "--calls", strconv.Itoa(calls), "--path", "/hello")
 	var stats calclient.Stats
 	// Go's sysmon runs no goroutine and makes no call: reqprof leaves its
-	// CPU unattributed, as a server's (LIMITS.md). It is the runtime's
-	// first thread after the main one.
-	sysmon := client.pid() + 1
+	// CPU unattributed, as a server's (LIMITS.md).
+	sysmon := goSysmonThread(t, client.pid())
 	var sysmonNs uint64
 	w := measure(t, []int{client.pid()}, func() {
 		before := threadCPUNs(t, client.pid(), sysmon)
