@@ -70,10 +70,10 @@ func TestHTTP2Streams(t *testing.T) {
 	const streams = 6000
 	var out []byte
 	// Go's sysmon runs on the first thread the runtime makes, serves no
-	// request and is left unattributed, named (README): its CPU, by the
-	// kernel's clock, is not the streams'. On this VM it took 4 to 135 ms
-	// of a run, as it polls every 20 µs while the server's threads keep
-	// going in and out of syscalls.
+	// request and is left unattributed, named (docs/LIMITS.md): its CPU,
+	// by the kernel's clock, is not the streams'. On this VM it took 3 to
+	// 10 ms of a run, and up to 135 ms in CI (it polls every 20 µs while
+	// the server's threads keep going in and out of syscalls).
 	sysmon := goSysmonThread(t, srv.PID())
 	var sysmonNs uint64
 	w := measure(t, []int{srv.PID()}, func() {

@@ -116,7 +116,7 @@ func Main(args []string) int {
 // answered so far.
 func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "reqprof-test", Version: "1"}, nil)
-	var calls, burned [2]atomic.Uint64
+	var calls [2]atomic.Uint64
 	var mu sync.Mutex
 	var burns [2][]uint64 // each call's burn, ns
 	for i, iterations := range []uint64{light, heavy} {
@@ -128,7 +128,6 @@ func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 				calserver.Burn(iterations)
 				burn := uint64(calserver.ThreadCPU() - start)
 				runtime.UnlockOSThread()
-				burned[i].Add(burn)
 				mu.Lock()
 				burns[i] = append(burns[i], burn)
 				mu.Unlock()
@@ -141,13 +140,14 @@ func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, name := range Tools {
-			n := calls[i].Load()
-			stats.Calls[name] = n
-			if n > 0 {
-				stats.BurnUs[name] = float64(burned[i].Load()) / float64(n) / 1e3
-			}
+			stats.Calls[name] = calls[i].Load()
 			if len(burns[i]) > 0 {
+				var sum uint64
+				for _, b := range burns[i] {
+					sum += b
+				}
 				sorted := slices.Sorted(slices.Values(burns[i]))
+				stats.BurnUs[name] = float64(sum) / float64(len(sorted)) / 1e3
 				stats.MedianBurnUs[name] = float64(sorted[len(sorted)/2]) / 1e3
 			}
 		}
