@@ -25,7 +25,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,9 +115,8 @@ func Main(args []string) int {
 // answered so far.
 func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "reqprof-test", Version: "1"}, nil)
-	var calls [2]atomic.Uint64
 	var mu sync.Mutex
-	var burns [2][]uint64 // each call's burn, ns
+	var burns [2][]uint64 // each answered call's burn, ns
 	for i, iterations := range []uint64{light, heavy} {
 		mcp.AddTool(server, &mcp.Tool{Name: Tools[i], Description: "burns CPU"},
 			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
@@ -131,7 +129,6 @@ func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 				mu.Lock()
 				burns[i] = append(burns[i], burn)
 				mu.Unlock()
-				calls[i].Add(1)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
 			})
 	}
@@ -140,7 +137,7 @@ func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, name := range Tools {
-			stats.Calls[name] = calls[i].Load()
+			stats.Calls[name] = uint64(len(burns[i]))
 			if len(burns[i]) > 0 {
 				var sum uint64
 				for _, b := range burns[i] {
