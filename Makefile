@@ -89,6 +89,7 @@ FUZZ_TARGETS := \
 	./collector:FuzzParseFdinfoIDs \
 	./collector:FuzzParseCPUList \
 	./collector:FuzzReadGoLayout \
+	./collector:FuzzPythonRuntime \
 	./collector/route:FuzzName \
 	./collector/route:FuzzJSONMethod \
 	./collector/stream:FuzzConnHTTP1 \

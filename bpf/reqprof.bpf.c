@@ -519,6 +519,8 @@ int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 	charge(st, k->held_ns, k->mode == MODE_SYSCALL ? k->syscall_nr : SYSCALL_UNKNOWN);
 	k->held_ns = 0;
 	k->mode = MODE_USER;
+	if (st->handoff.py_ending)
+		py_job_done(st);
 	if (st->serving.wrote) {
 		/* What it did up to here was the response; from here on, its tail. */
 		flush(st);
@@ -567,12 +569,17 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 	__u64 t0 = self_timer();
 	struct sock_op op = {};
 	if (sock_op_of(&op, sk, ret, PHASE_RESPONDING, REQ_START_UNSEEN, 0)) {
-		if (op.c->conn_flags & REQ_CLIENT)
+		if (op.c->conn_flags & REQ_CLIENT) {
 			call_written(&op, ret);
-		else
+		} else {
 			sent(&op, ret);
-	} else if (op.c && op.c->role == ROLE_OUTBOUND)
-		backend_written(op.st, op.c, ret);
+			py_claim(op.st, op.c);
+		}
+	} else if (op.st) {
+		if (op.c && op.c->role == ROLE_OUTBOUND)
+			backend_written(op.st, op.c, ret);
+		py_job_sends(op.st, sk);
+	}
 	if (op.st)
 		self_timed(SELF_SOCK, t0);
 	return 0;

@@ -20,6 +20,8 @@ enum limits {
 	MAX_GOROUTINES = 65536,
 	/* Most jobs queued on targets' pools and not yet done (pools.h). */
 	MAX_POOL_JOBS = 16384,
+	MAX_PY_JOBS = 4096,     /* Python pool jobs ended, their request not yet known (pyjobs.h) */
+	MAX_PY_FRAMES = 96,     /* frames walked to find a Python task's coroutine (pyjobs.h) */
 	MAX_HANDOFF_DEPTH = 4,
 	MAX_CONNS = 65536,
 	NR_SOFTIRQS = 10,
@@ -120,6 +122,14 @@ enum go_thread {
 	GO_UNKNOWN = 0, /* not looked up yet */
 	GO_NOT = 1,
 	GO_YES = 2,
+};
+
+/* Whether a thread is a Python interpreter's whose pool jobs are followed
+ * (pyjobs.h), as goroutines are for Go. */
+enum py_thread {
+	PY_UNKNOWN = 0, /* not looked up yet */
+	PY_NOT = 1,
+	PY_YES = 2,
 };
 
 enum conn_phase {
@@ -431,6 +441,21 @@ struct thread_handoff {
 	/* It completes jobs of its runtime's pool (pools.h): serving no
 	 * connection, its CPU is held until its job ends. */
 	__u32 pool_worker;
+	/* A Python pool job (pyjobs.h): the coroutine frame of the task that
+	 * handed it the job it runs (0: none), one handed while it slept, to
+	 * take up when it runs, and whether the syscall it is in hands its
+	 * job back. */
+	__u64 py_root;
+	__u64 py_root_pending;
+	__u32 py_ending;
+	__u32 py_pad;
+};
+
+/* A Python interpreter's thread (pyjobs.h). */
+struct thread_py {
+	__u64 tstate; /* its PyThreadState, seen while it held the GIL */
+	__u32 kind;   /* enum py_thread */
+	__u32 handed; /* it handed a pool thread a job: its responses claim jobs */
 };
 
 /* Where a Go thread finds its goroutine (goroutines.h). */
@@ -489,6 +514,7 @@ struct thread_state {
 	struct thread_waits waits;
 	struct thread_handoff handoff;
 	struct thread_go go;
+	struct thread_py py;
 	struct thread_loop loop;
 };
 
@@ -504,6 +530,33 @@ struct pool_job_key {
 struct pool_job {
 	__u64 conn;
 	__u64 start_ns;
+};
+
+/* A Python pool job ended (pyjobs.h), by its process and the coroutine
+ * frame of the task that handed it over, which names its request once
+ * that task writes the response. */
+struct py_job_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 root;
+};
+
+/* The CPU of the jobs that task's pool threads have ended. */
+struct py_job {
+	struct cost cost;
+	__u64 jobs;
+};
+
+/* Where a Python interpreter keeps what pyjobs.h reads, for its release:
+ * the collector gives it per process (pylayout.go). */
+struct py_layout {
+	__u64 tstate_current;    /* address of the thread state holding the GIL (0: none holds it) */
+	__u32 tstate_native_tid; /* in a thread state: its thread's tid */
+	__u32 tstate_cframe;     /* ... its C frame, the innermost evaluation loop's */
+	__u32 cframe_current;    /* in a C frame: the Python frame it runs */
+	__u32 frame_previous;    /* in a frame: its caller's, or the frame that resumed it */
+	__u32 frame_owner;       /* ... its owner (a byte) */
+	__u32 owner_generator;   /* the owner of a coroutine's (or generator's) frame */
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */
@@ -529,6 +582,9 @@ struct target_stats {
 	__u64 pool_jobs_queued;    /* jobs queued on the runtime's pool by a thread serving a request (pools.h) */
 	__u64 pool_jobs_done;      /* of them, ended by a pool thread while their request was open */
 	__u64 pool_ns;             /* part of attributed: pool threads' CPU in those jobs */
+	__u64 pool_held_ns;        /* pool threads' CPU held for a request known later (pyjobs.h) */
+	__u64 pool_claimed_ns;     /* of it, the part that reached its request: the rest is unattributed */
+	__u64 pool_jobs_unseen;    /* jobs a pool thread ended that it was seen to take from no request (pyjobs.h) */
 	__u64 stolen_ns;           /* hypervisor steal inside its threads' slices, left out (threads.h: steal_clock) */
 	struct self_runs exited_self; /* the program runs of its threads that exited */
 };
@@ -631,6 +687,7 @@ const enum self_kind *unused_self_kind __attribute__((unused));
 const struct backend_record *unused_backend_record __attribute__((unused));
 const enum runtime_model *unused_runtime_model __attribute__((unused));
 const enum target_role *unused_target_role __attribute__((unused));
+const struct py_layout *unused_py_layout __attribute__((unused));
 
 volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
 
@@ -816,6 +873,32 @@ struct {
 	__type(key, struct pool_job_key);
 	__type(value, struct pool_job);
 } pool_jobs SEC(".maps");
+
+/* Per Python process whose pool jobs are followed: its layout. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGET_PROCESSES);
+	__type(key, __u32); /* tgid */
+	__type(value, struct py_layout);
+} py_layouts SEC(".maps");
+
+/* Python pool jobs ended and not yet claimed by their request. Least
+ * recently used go first: a task that never writes a response never
+ * claims its jobs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_PY_JOBS);
+	__type(key, struct py_job_key);
+	__type(value, struct py_job);
+} py_jobs SEC(".maps");
+
+/* A zeroed py_job to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_job);
+} py_job_template SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

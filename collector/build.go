@@ -158,7 +158,7 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		Threads:            int(s.ThreadsSeen),
 		UnfinishedNs:       s.DroppedNs,
 		UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
-		UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs,
+		UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs + unclaimedPoolNs(s),
 		BetweenRequestsNs:  s.BetweenRequestsNs,
 		RunqueueNs:         s.RunqueueNs,
 		OffCPUNs:           s.OffcpuNs,
@@ -174,6 +174,7 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		PoolJobs:           s.PoolJobsQueued,
 		PoolJobsDone:       s.PoolJobsDone,
 		PoolNs:             s.PoolNs,
+		PoolJobsUnseen:     s.PoolJobsUnseen,
 		Runtime:            p.runtime,
 		RuntimeFrom:        p.runtimeFrom,
 		Role:               p.role,
@@ -183,6 +184,15 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		t.SchedCPUNs = p.schedNsAt - p.schedNs0
 	}
 	return t
+}
+
+// unclaimedPoolNs is the CPU of pool jobs held for a request named later
+// that none claimed (bpf/pyjobs.h): no request's.
+func unclaimedPoolNs(s reqprofTargetStats) uint64 {
+	if s.PoolHeldNs < s.PoolClaimedNs {
+		return 0 // claimed while held on another CPU: the sums cross
+	}
+	return s.PoolHeldNs - s.PoolClaimedNs
 }
 
 // addOpenConn counts a connection open when the window closed, its tail
@@ -407,6 +417,9 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.PoolJobsQueued += s.PoolJobsQueued
 		sum.PoolJobsDone += s.PoolJobsDone
 		sum.PoolNs += s.PoolNs
+		sum.PoolHeldNs += s.PoolHeldNs
+		sum.PoolClaimedNs += s.PoolClaimedNs
+		sum.PoolJobsUnseen += s.PoolJobsUnseen
 	}
 	return sum
 }

@@ -320,7 +320,7 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 	return run, err
 }
 
-// attachPools attaches the pool probes in the targets that run libuv and,
+// attachPools follows the pools of the targets that run libuv or CPython and,
 // if any were, calibrates what a probe's run costs, to take it out of the
 // figures (without it, what the probes' traps cost stays in them).
 func (s *session) attachPools() {
@@ -697,7 +697,7 @@ func attachedLine(procs []*process) string {
 			part += ", Go: goroutines " + p.goroutines
 		}
 		if p.pool != PoolNone {
-			part += ", libuv pool: " + p.pool
+			part += ", runtime pool: " + p.pool
 		}
 		parts = append(parts, part)
 		threads += threadCount(p.PID)

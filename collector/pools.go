@@ -16,9 +16,11 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// A runtime's pool whose jobs the programs follow (bpf/pools.h) is
-// libuv's. Its probes go where its symbols are: in the executable (Node
-// links libuv in and exports its API) or in a shared libuv or libnode.
+// The runtimes' pools whose jobs the programs follow are libuv's
+// (bpf/pools.h) and CPython's (bpf/pyjobs.h). libuv's probes go where its
+// symbols are: in the executable (Node links libuv in and exports its
+// API) or in a shared libuv or libnode. CPython's needs no probe: the
+// programs read the interpreter's state, given its layout (pylayout.go).
 
 // What a target's report says of its pool.
 const (
@@ -144,11 +146,15 @@ func attachPools(objs *bpfObjects, procs []*process) []link.Link {
 	return links
 }
 
-// attachPool attaches the pool probes in pid if it runs libuv.
+// attachPool attaches the pool probes in pid if it runs libuv, or gives
+// the programs its interpreter's layout if it runs CPython.
 func attachPool(objs *bpfObjects, pid int) ([]link.Link, string) {
 	path, err := libuvBinary(pid)
-	if err != nil || path == "" {
-		return nil, PoolNone // gone, or no pool known
+	if err != nil {
+		return nil, PoolNone // gone
+	}
+	if path == "" {
+		return nil, followPython(objs, pid)
 	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
@@ -169,6 +175,22 @@ func attachPool(objs *bpfObjects, pid int) ([]link.Link, string) {
 		links = append(links, l)
 	}
 	return links, PoolFollowed
+}
+
+// followPython gives the programs pid's interpreter's layout, if it
+// runs a CPython whose layout is known, and says how its pool is followed.
+func followPython(objs *bpfObjects, pid int) string {
+	layout, err := pythonLayout(pid)
+	if errors.Is(err, errNotPython) {
+		return PoolNone
+	}
+	if err != nil {
+		return "not followed: " + err.Error()
+	}
+	if err := objs.PyLayouts.Update(uint32(pid), &layout, ebpf.UpdateAny); err != nil {
+		return "not followed: " + err.Error()
+	}
+	return PoolFollowed
 }
 
 // poolCalibrationCalls is how many calls of poolCalibrationPoint each

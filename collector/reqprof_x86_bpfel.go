@@ -162,6 +162,8 @@ const (
 	reqprofLimitsMAX_TARGET_PROCESSES reqprofLimits = 4096
 	reqprofLimitsMAX_GOROUTINES       reqprofLimits = 65536
 	reqprofLimitsMAX_POOL_JOBS        reqprofLimits = 16384
+	reqprofLimitsMAX_PY_JOBS          reqprofLimits = 4096
+	reqprofLimitsMAX_PY_FRAMES        reqprofLimits = 96
 	reqprofLimitsMAX_HANDOFF_DEPTH    reqprofLimits = 4
 	reqprofLimitsMAX_CONNS            reqprofLimits = 65536
 	reqprofLimitsNR_SOFTIRQS          reqprofLimits = 10
@@ -192,6 +194,30 @@ type reqprofPoolJobKey struct {
 	Tgid uint32
 	Pad  uint32
 	Work uint64
+}
+
+type reqprofPyJob struct {
+	_    structs.HostLayout
+	Cost reqprofCost
+	Jobs uint64
+}
+
+type reqprofPyJobKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Root uint64
+}
+
+type reqprofPyLayout struct {
+	_               structs.HostLayout
+	TstateCurrent   uint64
+	TstateNativeTid uint32
+	TstateCframe    uint32
+	CframeCurrent   uint32
+	FramePrevious   uint32
+	FrameOwner      uint32
+	OwnerGenerator  uint32
 }
 
 type reqprofRecordFlags uint32
@@ -353,6 +379,9 @@ type reqprofTargetStats struct {
 	PoolJobsQueued       uint64
 	PoolJobsDone         uint64
 	PoolNs               uint64
+	PoolHeldNs           uint64
+	PoolClaimedNs        uint64
+	PoolJobsUnseen       uint64
 	StolenNs             uint64
 	ExitedSelf           reqprofSelfRuns
 }
@@ -397,12 +426,16 @@ type reqprofThreadState struct {
 		OffcpuPendingNs uint64
 	}
 	Handoff struct {
-		_            structs.HostLayout
-		PendingConn  uint64
-		Pending      uint32
-		PendingDepth uint32
-		Depth        uint32
-		PoolWorker   uint32
+		_             structs.HostLayout
+		PendingConn   uint64
+		Pending       uint32
+		PendingDepth  uint32
+		Depth         uint32
+		PoolWorker    uint32
+		PyRoot        uint64
+		PyRootPending uint64
+		PyEnding      uint32
+		PyPad         uint32
 	}
 	Go struct {
 		_          structs.HostLayout
@@ -412,6 +445,12 @@ type reqprofThreadState struct {
 		G0         uint64
 		Kind       uint32
 		Pad        uint32
+	}
+	Py struct {
+		_      structs.HostLayout
+		Tstate uint64
+		Kind   uint32
+		Handed uint32
 	}
 	Loop struct {
 		_     structs.HostLayout
@@ -448,6 +487,9 @@ const (
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapPoolJobs             = "pool_jobs"
+	reqprofMapPyJobTemplate        = "py_job_template"
+	reqprofMapPyJobs               = "py_jobs"
+	reqprofMapPyLayouts            = "py_layouts"
 	reqprofMapRequests             = "requests"
 	reqprofMapRuntimes             = "runtimes"
 	reqprofMapSelfTimings          = "self_timings"
@@ -498,6 +540,7 @@ const (
 	reqprofVarUnusedBackendRecord  = "unused_backend_record"
 	reqprofVarUnusedChunkRecord    = "unused_chunk_record"
 	reqprofVarUnusedLimits         = "unused_limits"
+	reqprofVarUnusedPyLayout       = "unused_py_layout"
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
 	reqprofVarUnusedRecordKind     = "unused_record_kind"
 	reqprofVarUnusedRequestRecord  = "unused_request_record"
@@ -592,6 +635,9 @@ type reqprofMapSpecs struct {
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	PoolJobs        *ebpf.MapSpec `ebpf:"pool_jobs"`
+	PyJobTemplate   *ebpf.MapSpec `ebpf:"py_job_template"`
+	PyJobs          *ebpf.MapSpec `ebpf:"py_jobs"`
+	PyLayouts       *ebpf.MapSpec `ebpf:"py_layouts"`
 	Requests        *ebpf.MapSpec `ebpf:"requests"`
 	Runtimes        *ebpf.MapSpec `ebpf:"runtimes"`
 	SelfTimings     *ebpf.MapSpec `ebpf:"self_timings"`
@@ -625,6 +671,7 @@ type reqprofVariableSpecs struct {
 	UnusedBackendRecord  *ebpf.VariableSpec `ebpf:"unused_backend_record"`
 	UnusedChunkRecord    *ebpf.VariableSpec `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
+	UnusedPyLayout       *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.VariableSpec `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.VariableSpec `ebpf:"unused_request_record"`
@@ -668,6 +715,9 @@ type reqprofMaps struct {
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	PoolJobs        *ebpf.Map `ebpf:"pool_jobs"`
+	PyJobTemplate   *ebpf.Map `ebpf:"py_job_template"`
+	PyJobs          *ebpf.Map `ebpf:"py_jobs"`
+	PyLayouts       *ebpf.Map `ebpf:"py_layouts"`
 	Requests        *ebpf.Map `ebpf:"requests"`
 	Runtimes        *ebpf.Map `ebpf:"runtimes"`
 	SelfTimings     *ebpf.Map `ebpf:"self_timings"`
@@ -694,6 +744,9 @@ func (m *reqprofMaps) Close() error {
 		m.ListenPorts,
 		m.ListenUnix,
 		m.PoolJobs,
+		m.PyJobTemplate,
+		m.PyJobs,
+		m.PyLayouts,
 		m.Requests,
 		m.Runtimes,
 		m.SelfTimings,
@@ -728,6 +781,7 @@ type reqprofVariables struct {
 	UnusedBackendRecord  *ebpf.Variable `ebpf:"unused_backend_record"`
 	UnusedChunkRecord    *ebpf.Variable `ebpf:"unused_chunk_record"`
 	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`
+	UnusedPyLayout       *ebpf.Variable `ebpf:"unused_py_layout"`
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`
 	UnusedRecordKind     *ebpf.Variable `ebpf:"unused_record_kind"`
 	UnusedRequestRecord  *ebpf.Variable `ebpf:"unused_request_record"`

@@ -3,27 +3,20 @@ package collector_test
 // Runtimes that hand a request's work to pool threads of their own: the
 // loop thread reads and writes every connection, and a pool thread that
 // never touches a socket does the work, then hands the result back.
-// libuv's pool (Node) is followed, job by job (bpf/pools.h): its tests
-// hold the routes' figures to the server's own. Other runtimes' pools
-// (anyio's worker threads under FastAPI) are not (docs/LIMITS.md), and
-// what their tests hold is that this is never silent: a run whose
-// routes' figures are wrong (their difference in mean CPU more than 10%
-// from the server's own) carries the report's warning that most of the
-// process's CPU went to no request.
+// libuv's pool (Node) is followed job by job (bpf/pools.h), and so is
+// CPython's (anyio's worker threads under FastAPI, bpf/pyjobs.h): their
+// tests hold the routes' figures to the server's own.
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
 	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
-	"github.com/reqprof/reqprof/report"
 )
 
 // startPoolServer starts one of internal/poolservers' servers with the
@@ -31,31 +24,6 @@ import (
 func startPoolServer(t *testing.T, interpreter, script string, burnUs int) *calserver.Process {
 	t.Helper()
 	return startScriptServer(t, interpreter, nil, "poolservers", script, fmt.Sprint(burnUs))
-}
-
-// checkPoolNotSilent loads /light and /heavy on srv at conns connections:
-// every request is counted, and either the routes' difference in mean CPU
-// is within 10% of the server's own, or the report warns that its
-// per-request figures leave out most of the process's CPU.
-func checkPoolNotSilent(t *testing.T, srv *calserver.Process, conns, requests int) {
-	t.Helper()
-	// The warm-up starts the pool's threads before the window.
-	target, got, want := loadPoolRoutes(t, srv, conns, requests)
-	attributed := float64(target.AttributedNs()) / float64(target.ProcessNs())
-	summary := report.Summarize(profile.Run{Duration: time.Second, Targets: []profile.Target{target}}).Targets[0]
-	t.Logf("/heavy − /light: reqprof %.1f µs, server %.1f µs (%+.1f%%); %.1f%% of the process's CPU attributed; warnings %q",
-		got, want, 100*(got/want-1), 100*attributed, summary.Warnings)
-	if within(got, want, 0.10) {
-		return
-	}
-	warned := false
-	for _, w := range summary.Warnings {
-		warned = warned || strings.HasPrefix(w, "only ") && strings.Contains(w, "of the CPU seen went to requests")
-	}
-	if !warned || !summary.Partial {
-		t.Errorf("/heavy − /light: reqprof %.1f µs, the server's work %.1f µs: more than 10%% apart, and the report does not warn (%.1f%% attributed, warnings %q)",
-			got, want, 100*attributed, summary.Warnings)
-	}
 }
 
 // loadPoolRoutes loads /light and /heavy on srv at conns connections, each
@@ -73,17 +41,50 @@ func loadPoolRoutes(t *testing.T, srv *calserver.Process, conns, requests int) (
 	return target, means["/heavy"] - means["/light"], truth.meanBurnUs("/heavy") - truth.meanBurnUs("/light")
 }
 
-// TestFastAPIThreadPoolNotSilent: FastAPI `def` endpoints under uvicorn:
-// the asyncio loop thread reads each request and hands the endpoint to one
-// of anyio's worker threads, which calls back into the loop with its
-// result.
-func TestFastAPIThreadPoolNotSilent(t *testing.T) {
+// TestFastAPIThreadPool: FastAPI `def` endpoints under uvicorn: the
+// asyncio loop thread reads each request and hands the endpoint to one of
+// anyio's worker threads, which calls back into the loop with its result.
+// At 32 connections, 32 workers run at once, passing the GIL between
+// them. Each job is followed to the request whose task handed it over
+// (bpf/pyjobs.h): the routes' difference within 10% of the server's own,
+// and at least 90% of the process's CPU attributed. A worker that takes
+// its next job before it sleeps is seen to take it from no request: that
+// job is counted unseen, and its CPU stays unattributed. Each job is
+// counted once, seen or unseen, and the unseen are the exception: 4 to
+// 39 of 2,000 and 99 to 149 of 8,000 in this test's runs on the test VM.
+//
+// The goal for the routes' difference is 10%, met at 32 connections
+// (-7.2 to -2.4% over 12 runs) but not at 8 (-16.3 to +1.2% over 13 runs,
+// -7% on average): that case is held to 20% until it is, as
+// docs/LIMITS.md says. What moves it is the loop thread's share of each
+// request, about half its CPU, which the asyncio model charges to the
+// wrong one of the requests read in one iteration: with both routes
+// doing the same work, their means came 50 to 63 µs apart.
+func TestFastAPIThreadPool(t *testing.T) {
 	testbin.RequireBPF(t)
 	lookPathOrFail(t, debianPython)
-	for _, conns := range []int{8, 32} {
-		t.Run(fmt.Sprintf("%dconns", conns), func(t *testing.T) {
+	// Requests at each number of connections: as many as the load makes
+	// in about 15 s here (at 8 connections, uvicorn's responses wait on
+	// the client's delayed acknowledgement), so that the routes' means
+	// settle.
+	for _, load := range []struct {
+		conns, requests int
+		tolerance       float64
+	}{{8, 3000, 0.20}, {32, 8000, 0.10}} {
+		t.Run(fmt.Sprintf("%dconns", load.conns), func(t *testing.T) {
 			srv := startPoolServer(t, debianPython, "fastapi_pool.py", 200)
-			checkPoolNotSilent(t, srv, conns, 2000)
+			target := checkPoolRoutes(t, srv, load.conns, load.requests, load.tolerance)
+			requests := uint64(load.requests)
+			seen, unseen := target.PoolJobs, target.PoolJobsUnseen
+			if seen+unseen < requests || seen+unseen > requests+requests/100 {
+				t.Errorf("%d jobs seen taken from a request and %d unseen: want %d in all, one a request (within 1%%)", seen, unseen, requests)
+			}
+			if unseen > requests/20 {
+				t.Errorf("%d of %d jobs taken unseen, want at most 5%%", unseen, requests)
+			}
+			if done := target.PoolJobsDone; done+seen/100 < seen {
+				t.Errorf("%d of the %d jobs seen reached their request, want at least 99%%", done, seen)
+			}
 		})
 	}
 }
@@ -110,10 +111,7 @@ func TestNodeLibuvPool(t *testing.T) {
 			if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: poolWarmRequests, Paths: []string{"/warm"}}); err != nil {
 				t.Fatalf("warm-up load: %v", err)
 			}
-			target := checkPoolFollowed(t, srv, conns, 2000)
-			if attributed := float64(target.AttributedNs()) / float64(target.ProcessNs()); attributed < 0.90 {
-				t.Errorf("%.1f%% of the process's CPU attributed, want at least 90%%", 100*attributed)
-			}
+			checkPoolFollowed(t, srv, conns, 2000)
 		})
 	}
 }
@@ -127,20 +125,33 @@ const poolWarmRequests = 4000
 // difference in mean CPU is within 10% of the server's own.
 func checkPoolFollowed(t *testing.T, srv *calserver.Process, conns, requests int) profile.Target {
 	t.Helper()
-	target, got, want := loadPoolRoutes(t, srv, conns, requests)
-	t.Logf("/heavy − /light: reqprof %.1f µs, server %.1f µs (%+.1f%%); %.1f%% of the process's CPU attributed; pool %q: %d jobs queued, %d done, %.1f ms; unattributed by thread %v",
-		got, want, 100*(got/want-1), 100*float64(target.AttributedNs())/float64(target.ProcessNs()),
-		target.Pool, target.PoolJobs, target.PoolJobsDone, float64(target.PoolNs)/1e6, target.UnattributedSources)
-	if target.Pool != collector.PoolFollowed {
-		t.Fatalf("pool %q, want %q", target.Pool, collector.PoolFollowed)
-	}
+	target := checkPoolRoutes(t, srv, conns, requests, 0.10)
 	// One job a request, each queued while it was read and handed back
 	// before its response.
 	if target.PoolJobs != uint64(requests) || target.PoolJobsDone != uint64(requests) {
 		t.Errorf("%d jobs queued by requests, %d handed back to them; want %d each", target.PoolJobs, target.PoolJobsDone, requests)
 	}
-	if !within(got, want, 0.10) {
-		t.Errorf("/heavy − /light: reqprof %.1f µs, the server's work %.1f µs: more than 10%% apart", got, want)
+	return target
+}
+
+// checkPoolRoutes loads /light and /heavy on srv at conns connections:
+// every request is counted, the pool is followed, the routes' difference
+// in mean CPU is within tolerance of the server's own, and at least 90%
+// of the process's CPU is attributed.
+func checkPoolRoutes(t *testing.T, srv *calserver.Process, conns, requests int, tolerance float64) profile.Target {
+	t.Helper()
+	target, got, want := loadPoolRoutes(t, srv, conns, requests)
+	t.Logf("/heavy − /light: reqprof %.1f µs, server %.1f µs (%+.1f%%); %.1f%% of the process's CPU attributed; pool %q: %d jobs queued, %d done, %.1f ms, %d taken unseen; %.1f ms stolen; unattributed by thread %v",
+		got, want, 100*(got/want-1), 100*float64(target.AttributedNs())/float64(target.ProcessNs()),
+		target.Pool, target.PoolJobs, target.PoolJobsDone, float64(target.PoolNs)/1e6, target.PoolJobsUnseen, float64(target.StolenNs)/1e6, target.UnattributedSources)
+	if target.Pool != collector.PoolFollowed {
+		t.Fatalf("pool %q, want %q", target.Pool, collector.PoolFollowed)
+	}
+	if !within(got, want, tolerance) {
+		t.Errorf("/heavy − /light: reqprof %.1f µs, the server's work %.1f µs: more than %.0f%% apart", got, want, 100*tolerance)
+	}
+	if attributed := float64(target.AttributedNs()) / float64(target.ProcessNs()); attributed < 0.90 {
+		t.Errorf("%.1f%% of the process's CPU attributed, want at least 90%%", 100*attributed)
 	}
 	return target
 }

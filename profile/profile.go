@@ -183,7 +183,7 @@ type Target struct {
 	// goroutines ("followed") or, and why not, only its threads; empty
 	// for any other process.
 	Goroutines string
-	// Pool says, for a process running libuv (Node), whether the jobs it
+	// Pool says, for a process running libuv (Node) or CPython, whether the jobs it
 	// runs on its pool threads are followed to the requests that queued
 	// them ("followed") or, and why not, left unattributed; empty for any
 	// other process.
@@ -194,6 +194,10 @@ type Target struct {
 	// CPU went to it (part of the attributed CPU).
 	PoolJobs, PoolJobsDone uint64
 	PoolNs                 uint64
+	// PoolJobsUnseen counts the jobs a pool thread ended without having
+	// been seen to take them from a request (a Python pool thread that
+	// takes its next job before it sleeps): their CPU is unattributed.
+	PoolJobsUnseen uint64
 
 	// Runtime is how its threads were taken to resume a request whose
 	// backend answered: "node" (at once, also nginx and C loops),

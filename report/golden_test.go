@@ -298,6 +298,17 @@ func poolRun() profile.Run {
 	return run
 }
 
+// pythonPoolRun is sampledRun on a FastAPI server whose `def` endpoints
+// run on anyio's worker threads: some jobs taken by a worker before it
+// slept, no hand-off seen for them.
+func pythonPoolRun() profile.Run {
+	run := sampledRun()
+	t := &run.Targets[0]
+	t.Runtime, t.RuntimeFrom = "asyncio", "detected"
+	t.Pool, t.PoolJobs, t.PoolJobsDone, t.PoolNs, t.PoolJobsUnseen = "followed", 1976, 1974, 1_072_112_345, 24
+	return run
+}
+
 func goldenCases() []goldenCase {
 	return []goldenCase{
 		{name: "one_target", run: oneTargetRun()},
@@ -306,6 +317,7 @@ func goldenCases() []goldenCase {
 		{name: "one_target_no_routes", run: oneTargetRun(), summarize: SummarizeOptions{GroupBy: GroupByNone}},
 		{name: "two_targets_partial", run: twoTargetsPartialRun()},
 		{name: "sampled", run: sampledRun()},
+		{name: "python_pool", run: pythonPoolRun()},
 		{name: "stacks", run: stacksRun()},
 		{name: "stacks_by_port", run: stacksRun(), summarize: SummarizeOptions{GroupBy: GroupByPort}},
 		{name: "self_cost", run: selfCostRun(false)},

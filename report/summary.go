@@ -167,8 +167,8 @@ type TargetSummary struct {
 	Execd       string  `json:"execd,omitempty"`
 	ExecdAfterS float64 `json:"execd_after_s,omitempty"`
 	Goroutines  string  `json:"goroutines,omitempty"`
-	// Pool is how a libuv process's pool jobs were followed; absent for
-	// any other process.
+	// Pool is how a libuv or CPython process's pool jobs were followed;
+	// absent for any other process.
 	Pool *PoolSummary `json:"pool,omitempty"`
 	// SelfCostUs is what reqprof's own programs cost in the target's
 	// context; absent for a run saved by a build that did not measure it.
@@ -498,7 +498,7 @@ func lowAttributionWarning(t profile.Target) string {
 		}
 		msg += fmt.Sprintf(", most of it (%.1f%%) on %d %s named %q", 100*float64(top.CPUMs)*1e6/float64(seen), top.Threads, threads, top.Thread)
 	}
-	return msg + " (a runtime's pool threads, which never touch a connection, are followed for libuv only: docs/LIMITS.md)"
+	return msg + " (a runtime's pool threads, which never touch a connection, are followed for libuv and CPython 3.11 only: docs/LIMITS.md)"
 }
 
 // lostCauses names where events were lost, as " (ring buffer full 4,
@@ -645,19 +645,22 @@ type SelfCostSummary struct {
 }
 
 // PoolSummary says how the jobs a runtime ran on its own pool threads
-// (libuv's) were followed: Status "followed" or why not; JobsQueued by
-// threads serving a request, JobsDone of them handed back while their
-// request was open, whose CPUUs of pool threads' CPU went to it.
+// (libuv's, CPython's) were followed: Status "followed" or why not;
+// JobsQueued by threads serving a request, JobsDone of them handed back
+// while their request was open, whose CPUUs of pool threads' CPU went to
+// it; JobsUnseen ended by a pool thread that was not seen to take them
+// (their CPU unattributed).
 type PoolSummary struct {
 	Status     string  `json:"status"`
 	JobsQueued uint64  `json:"jobs_queued"`
 	JobsDone   uint64  `json:"jobs_done"`
 	CPUUs      float64 `json:"cpu_us"`
+	JobsUnseen uint64  `json:"jobs_unseen,omitempty"`
 }
 
 func summarizePool(t profile.Target) *PoolSummary {
 	if t.Pool == "" {
 		return nil
 	}
-	return &PoolSummary{Status: t.Pool, JobsQueued: t.PoolJobs, JobsDone: t.PoolJobsDone, CPUUs: usFromNs(t.PoolNs)}
+	return &PoolSummary{Status: t.Pool, JobsQueued: t.PoolJobs, JobsDone: t.PoolJobsDone, CPUUs: usFromNs(t.PoolNs), JobsUnseen: t.PoolJobsUnseen}
 }

@@ -228,8 +228,8 @@ func TestLowAttributionWarning(t *testing.T) {
 		requests     int
 		want         string
 	}{
-		{"a fifth attributed", 200_000, 100, `only 20.0% of the CPU seen went to requests: per-request figures leave out the rest, most of it (79.0%) on 2 threads named "AnyIO worker th" (a runtime's pool threads, which never touch a connection, are followed for libuv only: docs/LIMITS.md)`},
-		{"a half", 800_000, 100, `only 50.0% of the CPU seen went to requests: per-request figures leave out the rest, most of it (49.4%) on 2 threads named "AnyIO worker th" (a runtime's pool threads, which never touch a connection, are followed for libuv only: docs/LIMITS.md)`},
+		{"a fifth attributed", 200_000, 100, `only 20.0% of the CPU seen went to requests: per-request figures leave out the rest, most of it (79.0%) on 2 threads named "AnyIO worker th" (a runtime's pool threads, which never touch a connection, are followed for libuv and CPython 3.11 only: docs/LIMITS.md)`},
+		{"a half", 800_000, 100, `only 50.0% of the CPU seen went to requests: per-request figures leave out the rest, most of it (49.4%) on 2 threads named "AnyIO worker th" (a runtime's pool threads, which never touch a connection, are followed for libuv and CPython 3.11 only: docs/LIMITS.md)`},
 		{"exactly three quarters", 2_400_000, 100, ""},
 		{"no request", 0, 0, ""},
 	}

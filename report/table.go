@@ -60,10 +60,14 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 		fmt.Fprintf(b, "Go: goroutines %s\n", printable(t.Goroutines))
 	}
 	if p := t.Pool; p != nil {
-		fmt.Fprintf(b, "libuv pool: %s", printable(p.Status))
+		fmt.Fprintf(b, "runtime pool: %s", printable(p.Status))
 		if p.JobsQueued > 0 {
 			fmt.Fprintf(b, "; %s jobs queued by requests, %s handed back while their request was open, %s ms of pool threads' CPU charged to them",
 				groupDigits(strconv.FormatUint(p.JobsQueued, 10)), groupDigits(strconv.FormatUint(p.JobsDone, 10)), tenths(p.CPUUs/1000))
+		}
+		if p.JobsUnseen > 0 {
+			fmt.Fprintf(b, "; %s jobs taken by a pool thread without a hand-off seen (a thread that took its next job before it slept): their CPU is unattributed",
+				groupDigits(strconv.FormatUint(p.JobsUnseen, 10)))
 		}
 		b.WriteString("\n")
 	}

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Work a Python server hands to its pool threads: FastAPI's `def`
+ * endpoints on anyio's worker threads, asyncio's run_in_executor and
+ * to_thread. The loop thread reads and writes every connection; a task
+ * puts a job in a queue and a pool thread that never touches a socket runs
+ * it, then hands the result back through the loop's self-pipe. The kernel
+ * sees a futex wake, but not whose: the loop may have read several
+ * requests in the turn whose task hands the job over, and it wakes pool
+ * threads for the GIL as well. So the interpreter is read where it says
+ * so itself, with the layout of its release (struct py_layout, from the
+ * collector):
+ *   - a job is handed over: a Python thread wakes a thread of its process
+ *     that never served a connection, while holding the GIL (a lock
+ *     released from Python code; passing the GIL on, it holds none). The
+ *     job is the running task's, known by the frame of its outermost
+ *     coroutine (py_task_root), which lives as long as the task does;
+ *   - the pool thread runs it, its CPU held in its own state, and ends it
+ *     when it writes to a Unix socket (the loop's self-pipe: the result
+ *     handed back). That CPU goes to the job's entry in py_jobs;
+ *   - the task writes its response: the frame of its outermost coroutine
+ *     names its entry, whose CPU goes to the request being answered.
+ * What a pool thread runs between jobs (its queue, the GIL's hand-over)
+ * and a job taken without sleeping (no wake to see) are no request's: they
+ * stay unattributed, under the thread's name. A task that hands a job over
+ * and writes from another task (a streamed response's) leaves that job
+ * unclaimed: unattributed as well (the collector counts it from
+ * pool_held_ns less pool_claimed_ns). Threads of other processes, and of a
+ * Python process outside its pool's hand-offs, pay a flag test.
+ */
+#ifndef REQPROF_PYJOBS_H
+#define REQPROF_PYJOBS_H
+
+#include "selfcost.h"
+
+/* The layout of the current thread's interpreter: NULL when its process
+ * is no Python process whose pool jobs are followed. Looked up once a
+ * thread. */
+static __always_inline struct py_layout *py_layout_of(struct thread_state *st)
+{
+	if (st->py.kind == PY_NOT)
+		return 0;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct py_layout *l = bpf_map_lookup_elem(&py_layouts, &tgid);
+	st->py.kind = l ? PY_YES : PY_NOT;
+	return l;
+}
+
+/* The frame of the outermost coroutine of the task the thread whose
+ * thread state is tstate runs, in the current process: the coroutine
+ * frames nearest the innermost frame, up to the first frame that is none
+ * (the event loop's, which resumed the task). 0 when it runs no task, or
+ * the chain is deeper than MAX_PY_FRAMES. A global function, verified
+ * once for its callers. */
+__attribute__((noinline)) __u64 py_task_root(struct py_layout *l, __u64 tstate)
+{
+	if (!l || !tstate)
+		return 0;
+	__u64 cframe = 0, frame = 0, root = 0;
+	if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(tstate + l->tstate_cframe)) || !cframe)
+		return 0;
+	if (bpf_probe_read_user(&frame, sizeof(frame), (void *)(cframe + l->cframe_current)))
+		return 0;
+	for (int i = 0; i < MAX_PY_FRAMES && frame; i++) {
+		__u64 previous = 0;
+		__u8 owner = 0;
+		if (bpf_probe_read_user(&previous, sizeof(previous), (void *)(frame + l->frame_previous)) ||
+		    bpf_probe_read_user(&owner, sizeof(owner), (void *)(frame + l->frame_owner)))
+			return 0;
+		if (owner == l->owner_generator)
+			root = frame;
+		else if (root)
+			return root;
+		frame = previous;
+	}
+	return 0;
+}
+
+/* The entry of the jobs of the task whose outermost coroutine frame is
+ * root, in the current process, created if need be; NULL when the map
+ * is full. */
+static __always_inline struct py_job *py_job_of(__u64 root)
+{
+	struct py_job_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .root = root};
+	struct py_job *job = bpf_map_lookup_elem(&py_jobs, &key);
+	if (job)
+		return job;
+	__u32 zero = 0;
+	struct py_job *fresh = bpf_map_lookup_elem(&py_job_template, &zero);
+	if (fresh)
+		bpf_map_update_elem(&py_jobs, &key, fresh, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&py_jobs, &key);
+}
+
+/* What the thread was charged since it last turned elsewhere goes to
+ * job, held for the request that claims it. */
+static __always_inline void py_hold(struct thread_state *st, struct py_job *job)
+{
+	if (!st->serving.dirty)
+		return;
+	st->serving.dirty = 0;
+	struct cost *p = &st->serving.pending;
+	struct target_stats *s = stats_of(st->target);
+	COUNT(s, pool_held_ns, cpu_ns_of(p));
+	add_cost(&job->cost, p, true);
+	__builtin_memset(p, 0, sizeof(*p));
+}
+
+/* In the waker's context: Python thread waker (tid waker_tid) wakes p. If
+ * that hands p a job of its pool, p is told which task's, to take up when
+ * it runs. True when it did. */
+static __always_inline bool py_hand_off(struct thread_state *waker, __u32 waker_tid, struct task_struct *p)
+{
+	struct py_layout *l = py_layout_of(waker);
+	if (!l)
+		return false;
+	if ((__u32)p->pid == waker_tid || (__u32)p->tgid != bpf_get_current_pid_tgid() >> 32)
+		return false;
+	struct thread_state *st = bpf_task_storage_get(&threads, p, 0, 0);
+	if (st && st->serving.served)
+		return false; /* it serves connections itself */
+	/* Who holds the GIL: passing it on, the waker has let it go. */
+	__u64 tstate = 0, holder = 0;
+	if (bpf_probe_read_user(&tstate, sizeof(tstate), (void *)l->tstate_current) || !tstate)
+		return false;
+	if (bpf_probe_read_user(&holder, sizeof(holder), (void *)(tstate + l->tstate_native_tid)) ||
+	    holder != waker_tid)
+		return false;
+	waker->py.tstate = tstate;
+	__u64 root = py_task_root(l, tstate);
+	if (!root)
+		return false;
+	if (!st)
+		st = new_thread(p, waker->target, 0, 0); /* asleep since before the window */
+	if (!st)
+		return false;
+	st->handoff.py_root_pending = root;
+	waker->py.handed = 1;
+	/* The task's step that handed the job over ran on the waker since
+	 * its last read, write or poll: the task's too, with its job. */
+	struct py_job *job = waker->serving.setup_sk ? 0 : py_job_of(root);
+	if (job)
+		py_hold(waker, job);
+	return true;
+}
+
+/* Back on a CPU, a pool thread takes up the job it was handed, unless it
+ * runs one (woken again for it: a queue wakes its taker once for the
+ * item, once more for the queue's lock). What it ran since its last job
+ * ended was its pool's own, no request's. */
+static __always_inline void py_take_job(struct thread_state *st)
+{
+	struct thread_handoff *h = &st->handoff;
+	if (!h->py_root_pending)
+		return;
+	__u64 root = h->py_root_pending;
+	h->py_root_pending = 0;
+	if (h->py_root)
+		return;
+	if (!st->serving.conn)
+		flush_to(st, 0);
+	h->py_root = root;
+	h->pool_worker = 1;
+	struct target_stats *s = stats_of(st->target);
+	COUNT(s, pool_jobs_queued, 1);
+}
+
+/* The pool thread's job is over (its result handed back): its CPU since
+ * it took the job up goes to the job's entry, for its request to claim. */
+static __always_inline void py_job_done(struct thread_state *st)
+{
+	struct thread_handoff *h = &st->handoff;
+	struct py_job *job = py_job_of(h->py_root);
+	h->py_ending = 0;
+	h->py_root = 0;
+	if (!job) {
+		flush_to(st, 0);
+		return;
+	}
+	__sync_fetch_and_add(&job->jobs, 1);
+	py_hold(st, job);
+}
+
+/* A pool thread running a job writes to socket sk: to a Unix socket that
+ * serves nothing, it hands its result back to the loop's self-pipe. The
+ * job ends with the syscall, whose CPU is the job's (lite mode has no
+ * syscall exit: at once). */
+static __always_inline void py_job_sends(struct thread_state *st, struct sock *sk)
+{
+	if (!st->handoff.pool_worker || st->serving.conn || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
+		return;
+	if (!st->handoff.py_root) {
+		/* A job it took without being woken for it: whose, nothing
+		 * said. Its CPU stays held, for no request. */
+		struct target_stats *s = stats_of(st->target);
+		COUNT(s, pool_jobs_unseen, 1);
+		return;
+	}
+	if (cfg.lite)
+		py_job_done(st);
+	else
+		st->handoff.py_ending = 1;
+}
+
+/* Python thread st writes the response on c: the jobs its task's pool
+ * threads ended are that request's. */
+static __always_inline void py_claim(struct thread_state *st, struct conn_state *c)
+{
+	if (!st->py.handed)
+		return;
+	struct py_layout *l = py_layout_of(st);
+	if (!l)
+		return;
+	struct py_job_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .root = py_task_root(l, st->py.tstate)};
+	if (!key.root)
+		return;
+	struct py_job *job = bpf_map_lookup_elem(&py_jobs, &key);
+	if (!job)
+		return;
+	__u64 ns = cpu_ns_of(&job->cost);
+	add_cost(&c->rec.cost, &job->cost, true);
+	struct target_stats *s = stats_of(st->target);
+	COUNT(s, pool_jobs_done, job->jobs);
+	COUNT(s, pool_ns, ns);
+	COUNT(s, pool_claimed_ns, ns);
+	bpf_map_delete_elem(&py_jobs, &key);
+}
+
+#endif /* REQPROF_PYJOBS_H */
