@@ -46,6 +46,11 @@ static __always_inline struct py_layout *py_layout_of(struct thread_state *st)
 	return l;
 }
 
+/* A frame's link to the one before it and its owner, read at once: the
+ * owner lies within PY_FRAME_SPAN bytes of the link (the collector
+ * checks, pylayout.go). */
+#define PY_FRAME_SPAN 32
+
 /* The frame of the outermost coroutine of the task the thread whose
  * thread state is tstate runs, in the current process: the coroutine
  * frames nearest the innermost frame, up to the first frame that is none
@@ -61,17 +66,16 @@ __attribute__((noinline)) __u64 py_task_root(struct py_layout *l, __u64 tstate)
 		return 0;
 	if (bpf_probe_read_user(&frame, sizeof(frame), (void *)(cframe + l->cframe_current)))
 		return 0;
+	__u32 owner_at = (l->frame_owner - l->frame_previous) & (PY_FRAME_SPAN - 1);
 	for (int i = 0; i < MAX_PY_FRAMES && frame; i++) {
-		__u64 previous = 0;
-		__u8 owner = 0;
-		if (bpf_probe_read_user(&previous, sizeof(previous), (void *)(frame + l->frame_previous)) ||
-		    bpf_probe_read_user(&owner, sizeof(owner), (void *)(frame + l->frame_owner)))
+		__u8 span[PY_FRAME_SPAN];
+		if (bpf_probe_read_user(span, sizeof(span), (void *)(frame + l->frame_previous)))
 			return 0;
-		if (owner == l->owner_generator)
+		if (span[owner_at] == l->owner_generator)
 			root = frame;
 		else if (root)
 			return root;
-		frame = previous;
+		frame = *(__u64 *)span;
 	}
 	return 0;
 }

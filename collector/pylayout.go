@@ -48,6 +48,10 @@ var pyReleases = map[string]pyRelease{
 	},
 }
 
+// pyFrameSpan is bpf/pyjobs.h's PY_FRAME_SPAN: the programs read a
+// frame's link and owner at once, from the link on.
+const pyFrameSpan = 32
+
 // errNotPython says a process runs no CPython interpreter.
 var errNotPython = errors.New("not a CPython process")
 
@@ -80,6 +84,9 @@ func pythonLayout(pid int) (reqprofPyLayout, error) {
 	rel, ok := pyReleases[release]
 	if !ok {
 		return reqprofPyLayout{}, fmt.Errorf("Python %s's layout is not known (only 3.11's)", release)
+	}
+	if rel.frameOwner < rel.framePrevious || rel.frameOwner-rel.framePrevious >= pyFrameSpan {
+		return reqprofPyLayout{}, fmt.Errorf("Python %s: a frame's owner is not within %d bytes of its link", release, pyFrameSpan)
 	}
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
