@@ -191,7 +191,10 @@ static __always_inline void py_job_done(struct thread_state *st)
  * syscall exit: at once). */
 static __always_inline void py_job_sends(struct thread_state *st, struct sock *sk)
 {
-	if (!st->handoff.pool_worker || st->serving.conn || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX)
+	/* libuv's pool threads are pool workers too: only a Python
+	 * process's count here. */
+	if (!st->handoff.pool_worker || st->serving.conn || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX ||
+	    !py_layout_of(st))
 		return;
 	if (!st->handoff.py_root) {
 		/* A job it took without being woken for it: whose, nothing
