@@ -35,15 +35,22 @@
 
 /* The layout of the current thread's interpreter: NULL when its process
  * is no Python process whose pool jobs are followed. Looked up once a
- * thread. */
+ * thread, and kept in its state. */
 static __always_inline struct py_layout *py_layout_of(struct thread_state *st)
 {
 	if (st->py.kind == PY_NOT)
 		return 0;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct py_layout *l = bpf_map_lookup_elem(&py_layouts, &tgid);
-	st->py.kind = l ? PY_YES : PY_NOT;
-	return l;
+	if (st->py.kind == PY_UNKNOWN) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+		struct py_layout *l = bpf_map_lookup_elem(&py_layouts, &tgid);
+		if (!l) {
+			st->py.kind = PY_NOT;
+			return 0;
+		}
+		st->py.layout = *l;
+		st->py.kind = PY_YES;
+	}
+	return &st->py.layout;
 }
 
 /* A frame's link to the one before it and its owner, read at once: the

@@ -451,8 +451,23 @@ struct thread_handoff {
 	__u32 py_pad;
 };
 
-/* A Python interpreter's thread (pyjobs.h). */
+
+/* Where a Python interpreter keeps what pyjobs.h reads, for its release:
+ * the collector gives it per process (pylayout.go). */
+struct py_layout {
+	__u64 tstate_current;    /* address of the thread state holding the GIL (0: none holds it) */
+	__u32 tstate_native_tid; /* in a thread state: its thread's tid */
+	__u32 tstate_cframe;     /* ... its C frame, the innermost evaluation loop's */
+	__u32 cframe_current;    /* in a C frame: the Python frame it runs */
+	__u32 frame_previous;    /* in a frame: its caller's, or the frame that resumed it */
+	__u32 frame_owner;       /* ... its owner (a byte) */
+	__u32 owner_generator;   /* the owner of a coroutine's (or generator's) frame */
+};
+
+/* A Python interpreter's thread (pyjobs.h): its process's layout, copied
+ * at its first look, as a Go thread's offsets are. */
 struct thread_py {
+	struct py_layout layout;
 	__u64 tstate; /* its PyThreadState, seen while it held the GIL */
 	__u32 kind;   /* enum py_thread */
 	__u32 handed; /* it handed a pool thread a job: its responses claim jobs */
@@ -545,18 +560,6 @@ struct py_job_key {
 struct py_job {
 	struct cost cost;
 	__u64 jobs;
-};
-
-/* Where a Python interpreter keeps what pyjobs.h reads, for its release:
- * the collector gives it per process (pylayout.go). */
-struct py_layout {
-	__u64 tstate_current;    /* address of the thread state holding the GIL (0: none holds it) */
-	__u32 tstate_native_tid; /* in a thread state: its thread's tid */
-	__u32 tstate_cframe;     /* ... its C frame, the innermost evaluation loop's */
-	__u32 cframe_current;    /* in a C frame: the Python frame it runs */
-	__u32 frame_previous;    /* in a frame: its caller's, or the frame that resumed it */
-	__u32 frame_owner;       /* ... its owner (a byte) */
-	__u32 owner_generator;   /* the owner of a coroutine's (or generator's) frame */
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */

@@ -448,6 +448,7 @@ type reqprofThreadState struct {
 	}
 	Py struct {
 		_      structs.HostLayout
+		Layout reqprofPyLayout
 		Tstate uint64
 		Kind   uint32
 		Handed uint32
