@@ -53,11 +53,6 @@ static __always_inline struct py_layout *py_layout_of(struct thread_state *st)
 	return &st->py.layout;
 }
 
-/* A frame's link to the one before it and its owner, read at once: the
- * owner lies within PY_FRAME_SPAN bytes of the link (the collector
- * checks, pylayout.go). */
-#define PY_FRAME_SPAN 32
-
 /* The frame of the outermost coroutine of the task the thread whose
  * thread state is tstate runs, in the current process: the coroutine
  * frames nearest the innermost frame, up to the first frame that is none
@@ -73,6 +68,8 @@ __attribute__((noinline)) __u64 py_task_root(struct py_layout *l, __u64 tstate)
 		return 0;
 	if (bpf_probe_read_user(&frame, sizeof(frame), (void *)(cframe + l->cframe_current)))
 		return 0;
+	/* A frame's link and its owner, read at once: each release's owner
+	 * lies within PY_FRAME_SPAN bytes of the link (pylayout_test.go). */
 	__u32 owner_at = (l->frame_owner - l->frame_previous) & (PY_FRAME_SPAN - 1);
 	for (int i = 0; i < MAX_PY_FRAMES && frame; i++) {
 		__u8 span[PY_FRAME_SPAN];

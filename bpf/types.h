@@ -22,6 +22,7 @@ enum limits {
 	MAX_POOL_JOBS = 16384,
 	MAX_PY_JOBS = 4096,     /* Python pool jobs ended, their request not yet known (pyjobs.h) */
 	MAX_PY_FRAMES = 96,     /* frames walked to find a Python task's coroutine (pyjobs.h) */
+	PY_FRAME_SPAN = 32,     /* bytes of a frame read at once, from its link on: its owner lies within (pyjobs.h) */
 	MAX_HANDOFF_DEPTH = 4,
 	MAX_CONNS = 65536,
 	NR_SOFTIRQS = 10,

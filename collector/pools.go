@@ -115,16 +115,23 @@ func exportsSymbol(path, symbol string) bool {
 		return false
 	}
 	defer f.Close()
+	_, err = exportedSymbol(f, symbol)
+	return err == nil
+}
+
+// exportedSymbol is the symbol f defines in its dynamic symbol table by
+// that name.
+func exportedSymbol(f *elf.File, name string) (elf.Symbol, error) {
 	syms, err := f.DynamicSymbols()
 	if err != nil {
-		return false
+		return elf.Symbol{}, fmt.Errorf("no dynamic symbols: %w", err)
 	}
 	for _, s := range syms {
-		if s.Name == symbol && s.Section != elf.SHN_UNDEF {
-			return true
+		if s.Name == name && s.Section != elf.SHN_UNDEF {
+			return s, nil
 		}
 	}
-	return false
+	return elf.Symbol{}, fmt.Errorf("exports no %s", name)
 }
 
 // attachPools attaches the pool probes in each target's processes that

@@ -48,10 +48,6 @@ var pyReleases = map[string]pyRelease{
 	},
 }
 
-// pyFrameSpan is bpf/pyjobs.h's PY_FRAME_SPAN: the programs read a
-// frame's link and owner at once, from the link on.
-const pyFrameSpan = 32
-
 // errNotPython says a process runs no CPython interpreter.
 var errNotPython = errors.New("not a CPython process")
 
@@ -84,9 +80,6 @@ func pythonLayout(pid int) (reqprofPyLayout, error) {
 	rel, ok := pyReleases[release]
 	if !ok {
 		return reqprofPyLayout{}, fmt.Errorf("Python %s's layout is not known (only 3.11's)", release)
-	}
-	if rel.frameOwner < rel.framePrevious || rel.frameOwner-rel.framePrevious >= pyFrameSpan {
-		return reqprofPyLayout{}, fmt.Errorf("Python %s: a frame's owner is not within %d bytes of its link", release, pyFrameSpan)
 	}
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
@@ -176,26 +169,21 @@ func pythonRuntimeIn(r io.ReaderAt, base uint64) (runtime uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	syms, err := f.DynamicSymbols()
+	s, err := exportedSymbol(f, "_PyRuntime")
 	if err != nil {
-		return 0, fmt.Errorf("no dynamic symbols: %w", err)
+		return 0, err
 	}
-	for _, s := range syms {
-		if s.Name != "_PyRuntime" || s.Section == elf.SHN_UNDEF {
-			continue
-		}
-		if f.Type == elf.ET_EXEC {
-			return s.Value, nil // not relocated
-		}
-		// A position-independent file is mapped at base, less its first
-		// segment's address (0 as linkers lay them out).
-		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_LOAD {
-				return base - prog.Vaddr&^0xfff + s.Value, nil
-			}
+	if f.Type == elf.ET_EXEC {
+		return s.Value, nil // not relocated
+	}
+	// A position-independent file is mapped at base, less its first
+	// segment's address (0 as linkers lay them out).
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_LOAD {
+			return base - prog.Vaddr&^0xfff + s.Value, nil
 		}
 	}
-	return 0, errors.New("exports no _PyRuntime")
+	return 0, errors.New("no loadable segment")
 }
 
 // memReader reads a process's memory.

@@ -55,6 +55,17 @@ func TestCheckPythonLayout(t *testing.T) {
 	}
 }
 
+// The programs read a frame's link and owner at once, PY_FRAME_SPAN bytes
+// from the link on (bpf/pyjobs.h): each release's owner must lie within.
+func TestPyReleasesFitFrameSpan(t *testing.T) {
+	span := uint32(reqprofLimitsPY_FRAME_SPAN)
+	for release, rel := range pyReleases {
+		if rel.frameOwner < rel.framePrevious || rel.frameOwner-rel.framePrevious >= span {
+			t.Errorf("Python %s: a frame's owner (%d) is not within %d bytes of its link (%d)", release, rel.frameOwner, span, rel.framePrevious)
+		}
+	}
+}
+
 func TestPythonFileNames(t *testing.T) {
 	for name, release := range map[string]string{
 		"python3.11": "3.11", "libpython3.11.so.1.0": "3.11", "libpython3.12.so": "3.12",

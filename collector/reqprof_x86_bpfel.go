@@ -164,6 +164,7 @@ const (
 	reqprofLimitsMAX_POOL_JOBS        reqprofLimits = 16384
 	reqprofLimitsMAX_PY_JOBS          reqprofLimits = 4096
 	reqprofLimitsMAX_PY_FRAMES        reqprofLimits = 96
+	reqprofLimitsPY_FRAME_SPAN        reqprofLimits = 32
 	reqprofLimitsMAX_HANDOFF_DEPTH    reqprofLimits = 4
 	reqprofLimitsMAX_CONNS            reqprofLimits = 65536
 	reqprofLimitsNR_SOFTIRQS          reqprofLimits = 10
