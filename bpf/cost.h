@@ -61,53 +61,69 @@ static __always_inline __u64 cpu_ns_of(struct cost *c)
 	return c->user_ns + kernel_ns_of(c);
 }
 
-/* Adds atomically, and only what is there to add: most of a cost's fields
- * are 0 (softirq vectors that did not run), and a locked add of 0 costs
- * as much as any. */
-#define ADD_NONZERO(field, n)                                                                              \
+/* The i-th of n parts of v: the n parts add up to v exactly; v itself
+ * when it is all (n == 1), without a division. */
+static __always_inline __u64 part_of(__u64 v, __u32 i, __u32 n)
+{
+	if (n == 1)
+		return v;
+	return v * (i + 1) / n - v * i / n;
+}
+
+/* Adds atomically the i-th of n parts of a field, and only if there is
+ * something to add: most of a cost's fields are 0 (softirq vectors that
+ * did not run), and a locked add of 0 costs as much as any. */
+#define ADD_PART(field, v)                                                                                 \
 	do {                                                                                                 \
-		if (n)                                                                                       \
-			__sync_fetch_and_add(&(field), (n));                                                 \
+		__u64 _part = part_of((v), i, n);                                                             \
+		if (_part)                                                                                   \
+			__sync_fetch_and_add(&(field), _part);                                               \
 	} while (0)
 
-/* Adds a cost to one that other threads may be adding to. Waiting is
- * added only with_waits. */
+/* Adds the i-th of n equal parts of a cost (each syscall's calls too) to
+ * one that other threads may be adding to: the whole cost when n is 1, a
+ * share when a cost is shared among n requests. Waiting is added only
+ * with_waits. */
 /* A global function: the verifier checks it once, not at every place a
  * program inlines it. Its loops over syscall slots, times the callers'
  * branches, took on_sys_exit past the verifier's million instructions. */
-__attribute__((noinline)) int add_cost(struct cost *to, struct cost *from, int with_waits)
+__attribute__((noinline)) int add_cost_part(struct cost *to, struct cost *from, __u32 i, __u32 n, int with_waits)
 {
 	/* Checked by its callers; a global function's pointers may be NULL
 	 * as far as the verifier knows. */
-	if (!to || !from)
+	if (!to || !from || i >= n)
 		return 0;
-	ADD_NONZERO(to->user_ns, from->user_ns);
-	ADD_NONZERO(to->irq_ns, from->irq_ns);
-	ADD_NONZERO(to->page_faults, from->page_faults);
-	ADD_NONZERO(to->sock_ops, from->sock_ops);
-	ADD_NONZERO(to->wakeups, from->wakeups);
-	ADD_NONZERO(to->interrupts, from->interrupts);
-	ADD_NONZERO(to->pool_probes, from->pool_probes);
-	for (int i = 0; i < NR_SOFTIRQS; i++)
-		ADD_NONZERO(to->softirq_ns[i], from->softirq_ns[i]);
-	for (int i = 0; i < SYSCALL_SLOTS; i++) {
-		struct syscall_slot *slot = &from->syscalls[i];
+	ADD_PART(to->user_ns, from->user_ns);
+	ADD_PART(to->irq_ns, from->irq_ns);
+	ADD_PART(to->page_faults, from->page_faults);
+	ADD_PART(to->sock_ops, from->sock_ops);
+	ADD_PART(to->wakeups, from->wakeups);
+	ADD_PART(to->interrupts, from->interrupts);
+	ADD_PART(to->pool_probes, from->pool_probes);
+	for (int k = 0; k < NR_SOFTIRQS; k++)
+		ADD_PART(to->softirq_ns[k], from->softirq_ns[k]);
+	for (int k = 0; k < SYSCALL_SLOTS; k++) {
+		struct syscall_slot *slot = &from->syscalls[k];
 		if (slot->nr)
-			add_syscall(to, slot->nr - 1, slot->ns, slot->calls);
+			add_syscall(to, slot->nr - 1, part_of(slot->ns, i, n), part_of(slot->calls, i, n));
 	}
 	/* Lite mode's kernel time is ns of no call (threads.h: charge_lite). */
-	if (from->other_syscall_calls || from->other_syscall_ns) {
-		__sync_fetch_and_add(&to->syscall_ns, from->other_syscall_ns);
-		__sync_fetch_and_add(&to->other_syscall_ns, from->other_syscall_ns);
-		__sync_fetch_and_add(&to->other_syscall_calls, from->other_syscall_calls);
-	}
+	ADD_PART(to->syscall_ns, from->other_syscall_ns);
+	ADD_PART(to->other_syscall_ns, from->other_syscall_ns);
+	ADD_PART(to->other_syscall_calls, from->other_syscall_calls);
 	if (!with_waits)
 		return 0;
-	ADD_NONZERO(to->runqueue_ns, from->runqueue_ns);
-	ADD_NONZERO(to->offcpu_ns, from->offcpu_ns);
-	ADD_NONZERO(to->voluntary_switches, from->voluntary_switches);
-	ADD_NONZERO(to->involuntary_switches, from->involuntary_switches);
+	ADD_PART(to->runqueue_ns, from->runqueue_ns);
+	ADD_PART(to->offcpu_ns, from->offcpu_ns);
+	ADD_PART(to->voluntary_switches, from->voluntary_switches);
+	ADD_PART(to->involuntary_switches, from->involuntary_switches);
 	return 0;
+}
+
+/* Adds a whole cost to one that other threads may be adding to. */
+static __always_inline void add_cost(struct cost *to, struct cost *from, int with_waits)
+{
+	add_cost_part(to, from, 0, 1, with_waits);
 }
 
 #endif /* REQPROF_COST_H */

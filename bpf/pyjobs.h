@@ -149,6 +149,7 @@ static __always_inline bool py_hand_off(struct thread_state *waker, __u32 waker_
 	struct py_job *job = waker->serving.setup_sk ? 0 : py_job_of(root);
 	if (job)
 		py_hold(waker, job);
+	waker->loop.stepping = 1;
 	return true;
 }
 

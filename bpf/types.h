@@ -59,6 +59,9 @@ enum limits {
 	/* Most tasks an asyncio loop thread holds woken and not yet run
 	 * (backends.h). */
 	LOOP_QUEUE = 32,
+	/* Most tasks an asyncio loop iteration's unclaimed CPU is shared
+	 * among (backends.h: loop_share). */
+	LOOP_SHARES = 8,
 	/* The bit of a stdio channel's id that marks a client's end of it
 	 * (STDIO_CLIENT). */
 	STDIO_CLIENT_BIT = 62,
@@ -517,6 +520,10 @@ struct thread_loop {
 	__u16 request_depth; /* iterations from a request's read to its task's first run; 0: not learnt yet */
 	__u32 flush_at_exit; /* a call was written: its syscall is its caller's */
 	__u32 model;         /* enum runtime_model + 1; 0: not looked up yet */
+	/* Since its last read or write, the thread has polled or handed a
+	 * job over: it runs tasks' steps, none of which said whose. */
+	__u32 stepping;
+	__u32 pad;
 };
 
 /* Per target thread. Only ever written from the CPU the thread runs on, or

@@ -101,13 +101,15 @@ func backendOf(target profile.Target, route, peer string) (profile.Backend, bool
 // measures it under requests spread over paths at conns connections. It
 // stops the server, and returns its target, the server's own figures and
 // each route's totals, checked to be exactly as many as it served.
-func loadRoutes(t *testing.T, srv *calserver.Process, conns, requests int, paths []string) (profile.Target, loopServerStats, map[string]profile.Totals) {
+func loadRoutes(t *testing.T, srv *calserver.Process, load loadgen.Config) (profile.Target, loopServerStats, map[string]profile.Totals) {
 	t.Helper()
-	if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: 8 * conns, Paths: []string{"/warm"}}); err != nil {
+	paths := load.Paths
+	load.Addr = srv.Addr
+	if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: load.Conns, Requests: 8 * load.Conns, Paths: []string{"/warm"}}); err != nil {
 		t.Fatalf("warm-up load: %v", err)
 	}
 	w := measure(t, []int{srv.PID()}, func() {
-		if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.Addr, Conns: conns, Requests: requests, Paths: paths}); err != nil {
+		if _, err := loadgen.Run(context.Background(), load); err != nil {
 			t.Fatalf("load: %v", err)
 		}
 	})
@@ -158,7 +160,7 @@ func checkBackendRoutes(t *testing.T, srv *calserver.Process, backend string, co
 	// before the window: a call written as its connection opens is
 	// charged to whichever request the thread served then (the open's
 	// own callback).
-	target, truth, totals := loadRoutes(t, srv, conns, requests, paths)
+	target, truth, totals := loadRoutes(t, srv, loadgen.Config{Conns: conns, Requests: requests, Paths: paths})
 	if target.Runtime != runtime {
 		t.Errorf("runtime %q (%s), want %q", target.Runtime, target.RuntimeFrom, runtime)
 	}

@@ -181,6 +181,7 @@ const (
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
 	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
 	reqprofLimitsLOOP_QUEUE           reqprofLimits = 32
+	reqprofLimitsLOOP_SHARES          reqprofLimits = 8
 	reqprofLimitsSTDIO_CLIENT_BIT     reqprofLimits = 62
 )
 
@@ -468,6 +469,8 @@ type reqprofThreadState struct {
 		RequestDepth uint16
 		FlushAtExit  uint32
 		Model        uint32
+		Stepping     uint32
+		Pad          uint32
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strconv"
@@ -46,6 +47,12 @@ type Config struct {
 	// accepts, and may make a thread or process, for every request.
 	// Pipeline is then 1.
 	ConnPerRequest bool
+	// Shuffle picks each request's path at random (from a seed fixed per
+	// connection) instead of in turn: connections whose requests reach an
+	// event loop together, and are read in one of its iterations, then
+	// send them in no fixed order of paths, so that a path's figures do
+	// not take what the first or last read of an iteration costs.
+	Shuffle bool
 }
 
 // ErrConfig is what Run's errors for an invalid Config wrap.
@@ -88,10 +95,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			n++
 		}
 		if cfg.ConnPerRequest {
-			wg.Go(func() { conns[i] = runConnPerRequest(ctx, cfg.Addr, requests, i, n) })
+			wg.Go(func() { conns[i] = runConnPerRequest(ctx, cfg.Addr, requests, i, n, cfg.Shuffle) })
 			continue
 		}
-		wg.Go(func() { conns[i] = runConn(ctx, cfg.Addr, requests, i, n, cfg.Pipeline) })
+		wg.Go(func() { conns[i] = runConn(ctx, cfg.Addr, requests, i, n, cfg.Pipeline, cfg.Shuffle) })
 	}
 	wg.Wait()
 
@@ -191,10 +198,10 @@ type connResult struct {
 // runConnPerRequest sends n requests one after another, cycling through
 // requests from index first, each on a connection of its own; it stops at
 // the first that fails.
-func runConnPerRequest(ctx context.Context, addr string, requests [][]byte, first, n int) connResult {
+func runConnPerRequest(ctx context.Context, addr string, requests [][]byte, first, n int, shuffle bool) connResult {
 	res := connResult{perRequest: make([]int, len(requests))}
 	for j := range n {
-		one := runConn(ctx, addr, requests, (first+j)%len(requests), 1, 1)
+		one := runConn(ctx, addr, requests, (first+j)%len(requests), 1, 1, shuffle)
 		for i, got := range one.perRequest {
 			res.perRequest[i] += got
 		}
@@ -210,8 +217,17 @@ func runConnPerRequest(ctx context.Context, addr string, requests [][]byte, firs
 // index first, depth of them in each write, and closes it: the close is what
 // ends the server's last request on it for a profiler that watches
 // connections.
-func runConn(ctx context.Context, addr string, requests [][]byte, first, n, depth int) connResult {
+func runConn(ctx context.Context, addr string, requests [][]byte, first, n, depth int, shuffle bool) connResult {
 	res := connResult{perRequest: make([]int, len(requests))}
+	// Which of requests the j-th is: in turn from first, or at random.
+	order := make([]int, n)
+	random := rand.New(rand.NewPCG(uint64(first), 0))
+	for j := range order {
+		order[j] = (first + j) % len(requests)
+		if shuffle {
+			order[j] = random.IntN(len(requests))
+		}
+	}
 	var dialer net.Dialer
 	network := "tcp"
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -233,7 +249,7 @@ func runConn(ctx context.Context, addr string, requests [][]byte, first, n, dept
 	for i := 0; i < n; i += depth {
 		batch = batch[:0]
 		for j := i; j < min(i+depth, n); j++ {
-			batch = append(batch, requests[(first+j)%len(requests)]...)
+			batch = append(batch, requests[order[j]]...)
 		}
 		if _, err := c.Write(batch); err != nil {
 			res.err = fmt.Errorf("request %d: %w", i, err)
@@ -244,7 +260,7 @@ func runConn(ctx context.Context, addr string, requests [][]byte, first, n, dept
 				res.err = fmt.Errorf("response %d: %w", j, err)
 				return res
 			}
-			res.perRequest[(first+j)%len(requests)]++
+			res.perRequest[order[j]]++
 		}
 	}
 	return res
