@@ -21,10 +21,11 @@
  *   - the task writes its response: the frame of its outermost coroutine
  *     names its entry, whose CPU goes to the request being answered.
  * What a pool thread runs between jobs (its queue, the GIL's hand-over)
- * and a job taken without sleeping (no wake to see) are no request's: they
- * stay unattributed, under the thread's name. A task that hands a job over
- * and writes from another task (a streamed response's) leaves that job
- * unclaimed: unattributed as well (the collector counts it from
+ * is no request's: it stays unattributed, under the thread's name. A job
+ * taken without sleeping (no wake to see) goes, as an estimate, to the
+ * next response whose task had no job ended (py_claim). A task that hands
+ * a job over and writes from another task (a streamed response's) leaves
+ * that job unclaimed: unattributed (the collector counts it from
  * pool_held_ns less pool_claimed_ns). Threads of other processes, and of a
  * Python process outside its pool's hand-offs, pay a flag test.
  */
@@ -82,6 +83,39 @@ __attribute__((noinline)) __u64 py_task_root(struct py_layout *l, __u64 tstate)
 		frame = *(__u64 *)span;
 	}
 	return 0;
+}
+
+/* Jobs a pool thread took unseen (py_job_sends) end in one of
+ * PY_ORPHAN_SLOTS entries of their own, whose roots no frame has (frames
+ * are 8-byte aligned, these are odd). */
+#define PY_ORPHAN_SLOTS 8
+
+static __always_inline __u64 py_orphan_root(__u32 slot)
+{
+	return 1 + 2 * slot;
+}
+
+/* The root of an orphan entry: with want_oldest, the one holding the job
+ * ended unseen longest ago (0 when none holds one), to be claimed; else
+ * one that holds none, for the next to end in. */
+static __always_inline __u64 py_orphan_pick(bool want_oldest)
+{
+	struct py_job_key key = {.tgid = bpf_get_current_pid_tgid() >> 32};
+	__u64 pick = 0, oldest = ~0ULL;
+	for (__u32 slot = 0; slot < PY_ORPHAN_SLOTS; slot++) {
+		key.root = py_orphan_root(slot);
+		struct py_job *job = bpf_map_lookup_elem(&py_jobs, &key);
+		bool held = job && job->jobs;
+		if (!want_oldest && !held)
+			return key.root;
+		if (want_oldest && held && job->ended_ns < oldest) {
+			oldest = job->ended_ns;
+			pick = key.root;
+		}
+	}
+	if (want_oldest)
+		return pick; /* 0: none held */
+	return py_orphan_root(0); /* all held: it joins the first */
 }
 
 /* The entry of the jobs of the task whose outermost coroutine frame is
@@ -164,8 +198,12 @@ static __always_inline void py_take_job(struct thread_state *st)
 		return;
 	__u64 root = h->py_root_pending;
 	h->py_root_pending = 0;
-	if (h->py_root)
+	if (h->py_root == root)
 		return;
+	/* Woken for another task's job while it holds one it never ended:
+	 * on a queue its pool shares (a ThreadPoolExecutor's), another
+	 * thread took that one first, and it slept again without running
+	 * it. What it ran since it took it was its pool's own. */
 	if (!st->serving.conn)
 		flush_to(st, 0);
 	h->py_root = root;
@@ -186,6 +224,8 @@ static __always_inline void py_job_done(struct thread_state *st)
 		flush_to(st, 0);
 		return;
 	}
+	if (!job->ended_ns)
+		job->ended_ns = bpf_ktime_get_ns();
 	__sync_fetch_and_add(&job->jobs, 1);
 	py_hold(st, job);
 }
@@ -203,10 +243,11 @@ static __always_inline void py_job_sends(struct thread_state *st, struct sock *s
 		return;
 	if (!st->handoff.py_root) {
 		/* A job it took without being woken for it: whose, nothing
-		 * said. Its CPU stays held, for no request. */
+		 * said. It ends here all the same, in an entry of its own,
+		 * for a request left without its job to claim. */
 		struct target_stats *s = stats_of(st->target);
 		COUNT(s, pool_jobs_unseen, 1);
-		return;
+		st->handoff.py_root = py_orphan_pick(false);
 	}
 	if (cfg.lite)
 		py_job_done(st);
@@ -214,8 +255,25 @@ static __always_inline void py_job_sends(struct thread_state *st, struct sock *s
 		st->handoff.py_ending = 1;
 }
 
+/* The jobs of entry key (job) are the request's being answered on c. */
+static __always_inline void py_claim_entry(struct thread_state *st, struct conn_state *c, struct py_job_key *key,
+					   struct py_job *job)
+{
+	__u64 ns = cpu_ns_of(&job->cost);
+	add_cost(&c->rec.cost, &job->cost, true);
+	struct target_stats *s = stats_of(st->target);
+	COUNT(s, pool_jobs_done, job->jobs);
+	COUNT(s, pool_ns, ns);
+	COUNT(s, pool_claimed_ns, ns);
+	bpf_map_delete_elem(&py_jobs, key);
+}
+
 /* Python thread st writes the response on c: the jobs its task's pool
- * threads ended are that request's. */
+ * threads ended are that request's. A task whose job no pool thread was
+ * seen to end (taken unseen from a queue its pool shares, by a thread
+ * that had just ended another) takes a job ended unseen, the request then
+ * flagged as estimated (REQ_INTERLEAVED): whose each was, nothing said,
+ * but a task's response follows its job's end. */
 static __always_inline void py_claim(struct thread_state *st, struct conn_state *c)
 {
 	if (!st->py.handed)
@@ -227,15 +285,18 @@ static __always_inline void py_claim(struct thread_state *st, struct conn_state 
 	if (!key.root)
 		return;
 	struct py_job *job = bpf_map_lookup_elem(&py_jobs, &key);
-	if (!job)
-		return;
-	__u64 ns = cpu_ns_of(&job->cost);
-	add_cost(&c->rec.cost, &job->cost, true);
-	struct target_stats *s = stats_of(st->target);
-	COUNT(s, pool_jobs_done, job->jobs);
-	COUNT(s, pool_ns, ns);
-	COUNT(s, pool_claimed_ns, ns);
-	bpf_map_delete_elem(&py_jobs, &key);
+	if (job) {
+		__u32 ended = job->jobs;
+		py_claim_entry(st, c, &key, job);
+		if (ended)
+			return;
+	}
+	key.root = py_orphan_pick(true);
+	job = key.root ? bpf_map_lookup_elem(&py_jobs, &key) : 0;
+	if (job) {
+		py_claim_entry(st, c, &key, job);
+		c->rec.flags |= REQ_INTERLEAVED;
+	}
 }
 
 #endif /* REQPROF_PYJOBS_H */

@@ -568,6 +568,7 @@ struct py_job_key {
 struct py_job {
 	struct cost cost;
 	__u64 jobs;
+	__u64 ended_ns; /* when its first job ended: jobs taken unseen are claimed oldest first */
 };
 
 /* Per-target counters, per CPU so the hot path never contends. */

@@ -199,9 +199,10 @@ type reqprofPoolJobKey struct {
 }
 
 type reqprofPyJob struct {
-	_    structs.HostLayout
-	Cost reqprofCost
-	Jobs uint64
+	_       structs.HostLayout
+	Cost    reqprofCost
+	Jobs    uint64
+	EndedNs uint64
 }
 
 type reqprofPyJobKey struct {

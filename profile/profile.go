@@ -196,7 +196,8 @@ type Target struct {
 	PoolNs                 uint64
 	// PoolJobsUnseen counts the jobs a pool thread ended without having
 	// been seen to take them from a request (a Python pool thread that
-	// takes its next job before it sleeps): their CPU is unattributed.
+	// takes its next job before it sleeps): each is charged to the next
+	// response left without its job, that request Interleaved.
 	PoolJobsUnseen uint64
 
 	// Runtime is how its threads were taken to resume a request whose

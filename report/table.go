@@ -66,7 +66,7 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 				groupDigits(strconv.FormatUint(p.JobsQueued, 10)), groupDigits(strconv.FormatUint(p.JobsDone, 10)), tenths(p.CPUUs/1000))
 		}
 		if p.JobsUnseen > 0 {
-			fmt.Fprintf(b, "; %s jobs taken by a pool thread without a hand-off seen (a thread that took its next job before it slept): their CPU is unattributed",
+			fmt.Fprintf(b, "; %s jobs taken by a pool thread without a hand-off seen (a thread that took its next job before it slept): each charged to the next response left without its job, flagged estimated (interleaved)",
 				groupDigits(strconv.FormatUint(p.JobsUnseen, 10)))
 		}
 		b.WriteString("\n")

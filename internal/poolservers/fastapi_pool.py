@@ -1,17 +1,22 @@
-# A FastAPI app with plain `def` endpoints under uvicorn (asyncio loop,
-# h11), for reqprof's tests of worker pools a runtime hands its own work
-# to: the loop thread reads and writes every connection, and Starlette
-# runs each `def` endpoint on one of anyio's worker threads, which never
-# touch a socket.
-#   /light  UNITS units of pure-Python work in the worker thread
+# A FastAPI app under uvicorn (asyncio loop, h11), for reqprof's tests of
+# worker pools a runtime hands its own work to: the loop thread reads and
+# writes every connection, and the work runs on pool threads that never
+# touch a socket. By POOL, the endpoints are
+#   anyio      plain `def` endpoints, which Starlette runs on anyio's
+#              worker threads (a queue per worker);
+#   to_thread  `async def` endpoints handing their work to
+#              asyncio.to_thread, on the loop's default ThreadPoolExecutor
+#              (one queue its threads share).
+#   /light  UNITS units of pure-Python work in the pool thread
 #   /heavy  4 x UNITS units
-#   /warm   no work: to start the worker threads before a window
+#   /warm   no work, on the pool: to start its threads before a window
 # It speaks calserver's protocol: it prints "listening on IP:PORT", serves
 # until SIGTERM, then prints its own figures as one JSON line: per route
-# the requests served and the CPU of their work, read from the worker
+# the requests served and the CPU of their work, read from the pool
 # thread's own clock (time.thread_time) around the work.
 #
-# usage: python3 fastapi_pool.py BURN_MICROS
+# usage: python3 fastapi_pool.py BURN_MICROS [POOL]
+import asyncio
 import json
 import socket
 import sys
@@ -22,6 +27,7 @@ import uvicorn
 from fastapi import FastAPI
 
 burn_micros = float(sys.argv[1])
+pool = sys.argv[2] if len(sys.argv) > 2 else "anyio"
 
 _sink = 1
 
@@ -66,19 +72,24 @@ def work(route, units):
 app = FastAPI()
 
 
-@app.get("/light")
-def light():
-    return work("/light", 1)
+def job(route, units):
+    return work(route, units) if units else "ok\n"
 
 
-@app.get("/heavy")
-def heavy():
-    return work("/heavy", 4)
+def endpoint_of(route, units):
+    if pool == "anyio":
+        def endpoint():
+            return job(route, units)
+    else:
+        async def endpoint():
+            return await asyncio.to_thread(job, route, units)
+    return endpoint
 
 
-@app.get("/warm")
-def warm():
-    return "ok\n"
+if pool not in ("anyio", "to_thread"):
+    sys.exit(f"fastapi_pool.py: unknown pool {pool!r}: want anyio or to_thread")
+for route, units in {"/light": 1, "/heavy": 4, "/warm": 0}.items():
+    app.get(route)(endpoint_of(route, units))
 
 
 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
