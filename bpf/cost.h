@@ -84,15 +84,8 @@ static __always_inline __u64 part_of(__u64 v, __u32 i, __u32 n)
  * one that other threads may be adding to: the whole cost when n is 1, a
  * share when a cost is shared among n requests. Waiting is added only
  * with_waits. */
-/* A global function: the verifier checks it once, not at every place a
- * program inlines it. Its loops over syscall slots, times the callers'
- * branches, took on_sys_exit past the verifier's million instructions. */
-__attribute__((noinline)) int add_cost_part(struct cost *to, struct cost *from, __u32 i, __u32 n, int with_waits)
+static __always_inline void add_parts(struct cost *to, struct cost *from, __u32 i, __u32 n, int with_waits)
 {
-	/* Checked by its callers; a global function's pointers may be NULL
-	 * as far as the verifier knows. */
-	if (!to || !from || i >= n)
-		return 0;
 	ADD_PART(to->user_ns, from->user_ns);
 	ADD_PART(to->irq_ns, from->irq_ns);
 	ADD_PART(to->page_faults, from->page_faults);
@@ -112,18 +105,33 @@ __attribute__((noinline)) int add_cost_part(struct cost *to, struct cost *from, 
 	ADD_PART(to->other_syscall_ns, from->other_syscall_ns);
 	ADD_PART(to->other_syscall_calls, from->other_syscall_calls);
 	if (!with_waits)
-		return 0;
+		return;
 	ADD_PART(to->runqueue_ns, from->runqueue_ns);
 	ADD_PART(to->offcpu_ns, from->offcpu_ns);
 	ADD_PART(to->voluntary_switches, from->voluntary_switches);
 	ADD_PART(to->involuntary_switches, from->involuntary_switches);
+}
+
+/* Global functions: the verifier checks each once, not at every place a
+ * program inlines it. Their loops over syscall slots, times the callers'
+ * branches, took on_sys_exit past the verifier's million instructions.
+ * Pointers are checked by their callers; a global function's may be NULL
+ * as far as the verifier knows. */
+
+/* Adds a whole cost: add_parts' one part, folded to plain adds. */
+__attribute__((noinline)) int add_cost(struct cost *to, struct cost *from, int with_waits)
+{
+	if (to && from)
+		add_parts(to, from, 0, 1, with_waits);
 	return 0;
 }
 
-/* Adds a whole cost to one that other threads may be adding to. */
-static __always_inline void add_cost(struct cost *to, struct cost *from, int with_waits)
+/* Adds the i-th of n parts of a cost, waits included when with_waits. */
+__attribute__((noinline)) int add_cost_part(struct cost *to, struct cost *from, __u32 i, __u32 n, int with_waits)
 {
-	add_cost_part(to, from, 0, 1, with_waits);
+	if (to && from && i < n)
+		add_parts(to, from, i, n, with_waits);
+	return 0;
 }
 
 #endif /* REQPROF_COST_H */

@@ -268,13 +268,14 @@ static __always_inline void py_claim_entry(struct thread_state *st, struct conn_
 	bpf_map_delete_elem(&py_jobs, key);
 }
 
-/* Python thread st writes the response on c: the jobs its task's pool
- * threads ended are that request's. A task whose job no pool thread was
- * seen to end (taken unseen from a queue its pool shares, by a thread
- * that had just ended another) takes a job ended unseen, the request then
- * flagged as estimated (REQ_INTERLEAVED): whose each was, nothing said,
- * but a task's response follows its job's end. */
-static __always_inline void py_claim(struct thread_state *st, struct conn_state *c)
+/* Python thread st writes the response on c (first: its first write):
+ * the jobs its task's pool threads ended are that request's. A response
+ * whose task had no job seen to end (taken unseen, from its queue by a
+ * thread that had just ended another) takes, at its first write, a job
+ * ended unseen, the request then flagged as estimated (REQ_INTERLEAVED):
+ * whose each was, nothing said, but a task's response follows its job's
+ * end. */
+static __always_inline void py_claim(struct thread_state *st, struct conn_state *c, bool first)
 {
 	if (!st->py.handed)
 		return;
@@ -291,6 +292,8 @@ static __always_inline void py_claim(struct thread_state *st, struct conn_state 
 		if (ended)
 			return;
 	}
+	if (!first)
+		return; /* the rest of a response, whose first write claimed */
 	key.root = py_orphan_pick(true);
 	job = key.root ? bpf_map_lookup_elem(&py_jobs, &key) : 0;
 	if (job) {

@@ -572,8 +572,9 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 		if (op.c->conn_flags & REQ_CLIENT) {
 			call_written(&op, ret);
 		} else {
+			bool first = op.c->phase != PHASE_RESPONDING;
 			sent(&op, ret);
-			py_claim(op.st, op.c);
+			py_claim(op.st, op.c, first);
 		}
 	} else if (op.st) {
 		if (op.c && op.c->role == ROLE_OUTBOUND)
