@@ -55,8 +55,8 @@ func loadPoolRoutes(t *testing.T, srv *calserver.Process, conns, requests int) (
 // to 153 of 8,000 at 32 in this test's runs on the test VM.
 //
 // The goal for the routes' difference is 10%, met at 32 connections
-// (-5.5% to -3.2% over 5 runs) but not reliably at 8 (-11.4% to -2.9%
-// over 7 runs): that case is held to 20% until it is, as docs/LIMITS.md
+// (-5.5% to -3.1% over 6 runs) but not reliably at 8 (-11.4% to -2.9%
+// over 8 runs): that case is held to 20% until it is, as docs/LIMITS.md
 // says. What moves it is the loop thread's share of each request, about
 // half its CPU: at 8 connections requests come in bursts after the loop
 // idled (uvicorn's responses wait on the client's delayed
