@@ -1,9 +1,13 @@
 package collector_test
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/reqprof/reqprof/collector"
@@ -11,6 +15,7 @@ import (
 	"github.com/reqprof/reqprof/internal/gohttp"
 	"github.com/reqprof/reqprof/internal/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/profile"
 )
 
 // TestGoNetHTTP profiles a plain Go net/http server, goroutines free to move
@@ -76,7 +81,8 @@ func checkGoNetHTTP(t *testing.T, bin, pause string) {
 		t.Logf("%s: %.1f µs per request, %.1f above /zero; the handler burned %.1f µs (%+.1f%%); burns p50 %.1f max %.1f",
 			path, meanCPUUs(routes["GET "+path]), above, truth.BurnUs[path], 100*(above/truth.BurnUs[path]-1), truth.BurnP50Us[path], truth.BurnMaxUs[path])
 		if !within(above, truth.BurnUs[path], 0.05) {
-			t.Errorf("%s costs %.1f µs above /zero, its handler burned %.1f µs: more than 5%% apart", path, above, truth.BurnUs[path])
+			t.Errorf("%s costs %.1f µs above /zero, its handler burned %.1f µs: more than 5%% apart; its costliest requests: %s",
+				path, above, truth.BurnUs[path], costliest(routes["GET "+path], 5))
 		}
 	}
 	unattributed := float64(target.UnattributedNs) / float64(target.ProcessNs())
@@ -84,4 +90,16 @@ func checkGoNetHTTP(t *testing.T, bin, pause string) {
 	if unattributed > 0.10 {
 		t.Errorf("unattributed %.1f%% of the process CPU under steady load, want below 10%%", 100*unattributed)
 	}
+}
+
+// costliest describes the n requests of most CPU: whether a mean is off
+// by a few requests or by all of them.
+func costliest(requests []profile.Request, n int) string {
+	sorted := slices.Clone(requests)
+	slices.SortFunc(sorted, func(a, b profile.Request) int { return cmp.Compare(b.CPUNs(), a.CPUNs()) })
+	var parts []string
+	for _, r := range sorted[:min(n, len(sorted))] {
+		parts = append(parts, fmt.Sprintf("%.1f µs (user %.1f, kernel %.1f) on thread %d at %v", float64(r.CPUNs())/1e3, float64(r.UserNs)/1e3, float64(r.KernelNs)/1e3, r.TID, r.Start))
+	}
+	return strings.Join(parts, "; ")
 }
