@@ -195,13 +195,27 @@ type connResult struct {
 	err        error
 }
 
-// runConnPerRequest sends n requests one after another, cycling through
-// requests from index first, each on a connection of its own; it stops at
-// the first that fails.
+// pathOrder is which of count requests each of a connection's n is: in
+// turn from first, or at random from a seed fixed by first.
+func pathOrder(first, n, count int, shuffle bool) []int {
+	order := make([]int, n)
+	random := rand.New(rand.NewPCG(uint64(first), 0))
+	for j := range order {
+		order[j] = (first + j) % count
+		if shuffle {
+			order[j] = random.IntN(count)
+		}
+	}
+	return order
+}
+
+// runConnPerRequest sends n requests one after another, in pathOrder's
+// order, each on a connection of its own; it stops at the first that fails.
 func runConnPerRequest(ctx context.Context, addr string, requests [][]byte, first, n int, shuffle bool) connResult {
 	res := connResult{perRequest: make([]int, len(requests))}
+	order := pathOrder(first, n, len(requests), shuffle)
 	for j := range n {
-		one := runConn(ctx, addr, requests, (first+j)%len(requests), 1, 1, shuffle)
+		one := runConn(ctx, addr, requests, order[j], 1, 1, false)
 		for i, got := range one.perRequest {
 			res.perRequest[i] += got
 		}
@@ -213,21 +227,12 @@ func runConnPerRequest(ctx context.Context, addr string, requests [][]byte, firs
 	return res
 }
 
-// runConn sends n requests on one connection, cycling through requests from
-// index first, depth of them in each write, and closes it: the close is what
+// runConn sends n requests on one connection, in pathOrder's order, depth of them in each write, and closes it: the close is what
 // ends the server's last request on it for a profiler that watches
 // connections.
 func runConn(ctx context.Context, addr string, requests [][]byte, first, n, depth int, shuffle bool) connResult {
 	res := connResult{perRequest: make([]int, len(requests))}
-	// Which of requests the j-th is: in turn from first, or at random.
-	order := make([]int, n)
-	random := rand.New(rand.NewPCG(uint64(first), 0))
-	for j := range order {
-		order[j] = (first + j) % len(requests)
-		if shuffle {
-			order[j] = random.IntN(len(requests))
-		}
-	}
+	order := pathOrder(first, n, len(requests), shuffle)
 	var dialer net.Dialer
 	network := "tcp"
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {

@@ -43,36 +43,38 @@ func TestPathsInTurn(t *testing.T) {
 }
 
 // TestPathsShuffled: each request's path at random, the same from run to
-// run, counted by path as served.
+// run, counted by path as served, on one connection or a connection each.
 func TestPathsShuffled(t *testing.T) {
-	cfg := Config{Conns: 1, Requests: 200, Paths: []string{"/a", "/b"}, Shuffle: true}
-	served, res := pathsServed(t, cfg)
-	if res.Requests != 200 || res.PerPath["/a"]+res.PerPath["/b"] != 200 {
-		t.Fatalf("got %+v, want 200 requests of the two paths", res)
-	}
-	repeats := 0
-	for i := 1; i < len(served); i++ {
-		if served[i] == served[i-1] {
-			repeats++
+	for _, perRequest := range []bool{false, true} {
+		cfg := Config{Conns: 1, Requests: 200, Paths: []string{"/a", "/b"}, Shuffle: true, ConnPerRequest: perRequest}
+		served, res := pathsServed(t, cfg)
+		if res.Requests != 200 || res.PerPath["/a"]+res.PerPath["/b"] != 200 {
+			t.Fatalf("conn per request %v: got %+v, want 200 requests of the two paths", perRequest, res)
 		}
-	}
-	// In turn, no path follows itself; at random, about half do.
-	if repeats < 50 || repeats > 150 {
-		t.Errorf("%d of 199 requests asked for the path before them, want about half", repeats)
-	}
-	again, _ := pathsServed(t, cfg)
-	if strings.Join(again, ",") != strings.Join(served, ",") {
-		t.Error("two runs of one config asked for paths in different orders, want the same: a seed fixed per connection")
-	}
-	for _, p := range cfg.Paths {
-		n := 0
-		for _, s := range served {
-			if s == p {
-				n++
+		repeats := 0
+		for i := 1; i < len(served); i++ {
+			if served[i] == served[i-1] {
+				repeats++
 			}
 		}
-		if n != res.PerPath[p] {
-			t.Errorf("%s: served %d, counted %d", p, n, res.PerPath[p])
+		// In turn, no path follows itself; at random, about half do.
+		if repeats < 50 || repeats > 150 {
+			t.Errorf("conn per request %v: %d of 199 requests asked for the path before them, want about half", perRequest, repeats)
+		}
+		again, _ := pathsServed(t, cfg)
+		if strings.Join(again, ",") != strings.Join(served, ",") {
+			t.Errorf("conn per request %v: two runs of one config asked for paths in different orders, want the same: a seed fixed per connection", perRequest)
+		}
+		for _, p := range cfg.Paths {
+			n := 0
+			for _, s := range served {
+				if s == p {
+					n++
+				}
+			}
+			if n != res.PerPath[p] {
+				t.Errorf("conn per request %v: %s: served %d, counted %d", perRequest, p, n, res.PerPath[p])
+			}
 		}
 	}
 }
