@@ -37,13 +37,14 @@ import (
 var Tools = []string{"light", "heavy"}
 
 // Stats is what the server answered, and what each tool's burn cost by
-// its thread's CPU clock per call: the mean, and the median, to set
-// against a median of reqprof's (the host's pace drifts within a run, and
-// moves a mean and a median apart).
+// its thread's CPU clock: the mean per call, and each call's, in the order
+// the calls were answered, to set against each call's CPU in reqprof's
+// figures (a client that makes one call at a time sees them answered in
+// the order it made them).
 type Stats struct {
-	Calls        map[string]uint64  `json:"calls"`
-	BurnUs       map[string]float64 `json:"burn_us"`
-	MedianBurnUs map[string]float64 `json:"median_burn_us"`
+	Calls   map[string]uint64   `json:"calls"`
+	BurnUs  map[string]float64  `json:"burn_us"`
+	BurnsNs map[string][]uint64 `json:"burns_ns"`
 }
 
 // heldLine is what a server started with --hold writes to stderr, with its
@@ -133,19 +134,18 @@ func newServer(light, heavy uint64) (*mcp.Server, func() Stats) {
 			})
 	}
 	return server, func() Stats {
-		stats := Stats{Calls: map[string]uint64{}, BurnUs: map[string]float64{}, MedianBurnUs: map[string]float64{}}
+		stats := Stats{Calls: map[string]uint64{}, BurnUs: map[string]float64{}, BurnsNs: map[string][]uint64{}}
 		mu.Lock()
 		defer mu.Unlock()
 		for i, name := range Tools {
 			stats.Calls[name] = uint64(len(burns[i]))
+			stats.BurnsNs[name] = slices.Clone(burns[i])
 			if len(burns[i]) > 0 {
 				var sum uint64
 				for _, b := range burns[i] {
 					sum += b
 				}
-				sorted := slices.Sorted(slices.Values(burns[i]))
-				stats.BurnUs[name] = float64(sum) / float64(len(sorted)) / 1e3
-				stats.MedianBurnUs[name] = float64(sorted[len(sorted)/2]) / 1e3
+				stats.BurnUs[name] = float64(sum) / float64(len(burns[i])) / 1e3
 			}
 		}
 		return stats
