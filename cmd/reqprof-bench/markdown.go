@@ -305,24 +305,32 @@ func (b *bench) writeOwnCost(w *strings.Builder) {
 }
 
 // writeProgramRunTimes writes each BPF program's run time and calls per
-// request, a column per server, in the order of the first server's.
+// request, a column per server, in the order of the first server's, then
+// the programs only other servers' runs loaded; a server whose run did not
+// load a program has "–" in its row.
 func (b *bench) writeProgramRunTimes(w *strings.Builder) {
 	fmt.Fprintf(w, "\nEach program's run time per request, in ns, and in brackets its calls per request, "+
-		"in the order of the first server's run time:\n\n")
+		"in the order of the first server's run time; – where a run did not load the program:\n\n")
 	header := []string{"Program"}
+	var names []string
 	for _, o := range b.overheads {
 		header = append(header, o.server)
+		for _, p := range o.bpf.programs {
+			if !slices.Contains(names, p.name) {
+				names = append(names, p.name)
+			}
+		}
 	}
 	var rows [][]string
-	for _, p := range b.overheads[0].bpf.programs {
-		row := []string{p.name}
+	for _, name := range names {
+		row := []string{name}
 		for _, o := range b.overheads {
-			requests := float64(o.bpf.requests)
-			for _, q := range o.bpf.programs {
-				if q.name == p.name {
-					row = append(row, fmt.Sprintf("%.0f (%.2f)", float64(q.runTime)/requests, float64(q.calls)/requests))
-				}
+			cell := "–"
+			if i := slices.IndexFunc(o.bpf.programs, func(q programRun) bool { return q.name == name }); i >= 0 {
+				q, requests := o.bpf.programs[i], float64(o.bpf.requests)
+				cell = fmt.Sprintf("%.0f (%.2f)", float64(q.runTime)/requests, float64(q.calls)/requests)
 			}
+			row = append(row, cell)
 		}
 		rows = append(rows, row)
 	}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProgramRunTimesKeepColumns: a program that a server's run did not
+// load (lite mode leaves the syscall and interrupt programs out) gets a
+// "–" in that server's column, so that every later figure of its row
+// stays under its own server, and a program only a later server's run
+// loaded still gets a row.
+func TestProgramRunTimesKeepColumns(t *testing.T) {
+	b := &bench{overheads: []overhead{
+		{server: "nginx", bpf: bpfCost{requests: 1000, programs: []programRun{
+			{name: "on_sys_enter", calls: 7000, runTime: 400 * time.Microsecond},
+			{name: "on_softirq_entry", calls: 2000, runTime: 130 * time.Microsecond},
+		}}},
+		{server: "nginx, --lite", bpf: bpfCost{requests: 1000, programs: []programRun{
+			{name: "on_sys_enter", calls: 0, runTime: 0},
+		}}},
+		{server: "Go net/http", bpf: bpfCost{requests: 2000, programs: []programRun{
+			{name: "on_softirq_entry", calls: 4000, runTime: 600 * time.Microsecond},
+			{name: "on_sys_enter", calls: 24000, runTime: 2600 * time.Microsecond},
+			{name: "on_uv_queue_work", calls: 0, runTime: 0},
+		}}},
+	}}
+	var w strings.Builder
+	b.writeProgramRunTimes(&w)
+	rows := map[string][]string{}
+	for line := range strings.Lines(w.String()) {
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		var cells []string
+		for _, cell := range strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|") {
+			cells = append(cells, strings.TrimSpace(cell))
+		}
+		rows[cells[0]] = cells[1:]
+	}
+	want := map[string][]string{
+		"Program":          {"nginx", "nginx, --lite", "Go net/http"},
+		"on_sys_enter":     {"400 (7.00)", "0 (0.00)", "1300 (12.00)"},
+		"on_softirq_entry": {"130 (2.00)", "–", "300 (2.00)"},
+		"on_uv_queue_work": {"–", "–", "0 (0.00)"},
+	}
+	for name, cells := range want {
+		if got := rows[name]; strings.Join(got, "|") != strings.Join(cells, "|") {
+			t.Errorf("row %s: %q, want %q\n%s", name, got, cells, w.String())
+		}
+	}
+}
