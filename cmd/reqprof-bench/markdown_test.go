@@ -51,3 +51,23 @@ func TestProgramRunTimesKeepColumns(t *testing.T) {
 		}
 	}
 }
+
+// A program lite mode loads empty and never attaches comes back with its
+// name cut at 15 bytes (it has no BTF to read the rest from): it is left
+// out of the run, not given a row of its own beside its full name's.
+func TestLoadedEmptyLeftOut(t *testing.T) {
+	for _, c := range []struct {
+		run  programRun
+		want bool
+	}{
+		{programRun{name: "on_softirq_entr"}, true},
+		{programRun{name: "on_irq_handler_"}, true},
+		{programRun{name: "on_softirq_entry"}, false},
+		{programRun{name: "on_sys_enter"}, false},
+		{programRun{name: "on_softirq_entr", calls: 3, runTime: time.Microsecond}, false},
+	} {
+		if got := loadedEmpty(c.run); got != c.want {
+			t.Errorf("loadedEmpty(%+v) = %v, want %v", c.run, got, c.want)
+		}
+	}
+}
