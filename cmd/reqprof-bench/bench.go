@@ -142,13 +142,13 @@ func (b *bench) runAll() error {
 	if err := b.addFloor(nginx); err != nil {
 		return err
 	}
-	for _, burn := range []time.Duration{0, 50 * time.Microsecond} {
+	for _, burn := range []time.Duration{0, stacksBurn} {
 		srv, err := startCalserver(burn)
 		if err != nil {
 			return err
 		}
 		err = b.addOverhead(srv, nil, "")
-		if err == nil && burn > 0 {
+		if err == nil && burn == stacksBurn {
 			// Stack sampling, on a server whose requests are long enough
 			// to be sampled.
 			err = b.addOverhead(srv, []string{"--stacks"}, "")

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/reqprof/reqprof/collector"
 )
 
 // reqprof's performance goals, set for a 2-core machine.
@@ -26,6 +28,9 @@ const (
 	// The collector's CPU per request at a rate of goalCollectorRate.
 	goalCollectorUs   = 0.3
 	goalCollectorRate = 100_000
+	// What the stack sampling program costs a busy thread, as a share of
+	// its CPU: its run time per sample at collector.DefaultStackHz.
+	goalStackSamplingShare = 0.01
 )
 
 // markdown is the whole report, printed and written to the docs alike.
@@ -136,6 +141,9 @@ func (b *bench) costGoals() [][]string {
 			fmt.Sprintf("≤ %.0f%%", 100*goalProgramsShareMCP),
 			fmt.Sprintf("%s (%.2f µs of %.1f µs)", percent(share), us, request), met(share <= goalProgramsShareMCP)})
 	}
+	if row, ok := b.stackSamplingGoal(); ok {
+		rows = append(rows, row)
+	}
 	if t, ok := b.fastestLossFree(); ok {
 		us := float64(t.collector.windowCPUNs) / float64(t.collector.requests) / 1e3
 		measured := fmt.Sprintf("%.2f µs at %s req/s", us, thousands(int(t.load.perSecond)))
@@ -146,6 +154,27 @@ func (b *bench) costGoals() [][]string {
 			measured, met(us <= goalCollectorUs && t.load.perSecond >= goalCollectorRate)})
 	}
 	return rows
+}
+
+// stackSamplingGoal is the goal row of the stack sampling program's cost,
+// from the run with --stacks: its run time per sample, times the samples a
+// second each CPU takes, is the share of a busy CPU it takes.
+func (b *bench) stackSamplingGoal() ([]string, bool) {
+	o, ok := b.overheadOf(stacksName)
+	if !ok {
+		return nil, false
+	}
+	i := slices.IndexFunc(o.bpf.programs, func(p programRun) bool { return p.name == "sample_stack" })
+	if i < 0 || o.bpf.programs[i].calls == 0 {
+		return nil, false
+	}
+	p := o.bpf.programs[i]
+	perSampleNs := float64(p.runTime.Nanoseconds()) / float64(p.calls)
+	share := perSampleNs * collector.DefaultStackHz / 1e9
+	return []string{fmt.Sprintf("Stack sampling program, share of a busy CPU at %d Hz (%s)", collector.DefaultStackHz, stacksName),
+		fmt.Sprintf("≤ %.0f%%", 100*goalStackSamplingShare),
+		fmt.Sprintf("%s (%.2f µs a sample, %d samples)", percent(share), perSampleNs/1e3, p.calls),
+		met(share <= goalStackSamplingShare)}, true
 }
 
 // fastestLossFree is the request-rate ladder's fastest step that lost no

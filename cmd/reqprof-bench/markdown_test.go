@@ -71,3 +71,29 @@ func TestLoadedEmptyLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// The stack sampling goal is the sampling program's run time per sample
+// in the --stacks run, at the default rate, as a share of a busy CPU.
+func TestStackSamplingGoal(t *testing.T) {
+	b := &bench{}
+	if _, ok := b.stackSamplingGoal(); ok {
+		t.Error("a goal row without a --stacks run")
+	}
+	for _, c := range []struct {
+		perSample time.Duration
+		share     string
+		met       string
+	}{
+		{8 * time.Microsecond, "0.8%", "yes"},
+		{12 * time.Microsecond, "1.2%", "**no**"},
+	} {
+		b.overheads = []overhead{{server: stacksName, bpf: bpfCost{requests: 10_000, programs: []programRun{
+			{name: "on_sys_enter", calls: 90_000, runTime: 90 * time.Millisecond},
+			{name: "sample_stack", calls: 2_000, runTime: 2_000 * c.perSample},
+		}}}}
+		row, ok := b.stackSamplingGoal()
+		if !ok || len(row) != 4 || !strings.HasPrefix(row[2], c.share+" (") || row[3] != c.met {
+			t.Errorf("%v a sample: %q, want %s, met %s", c.perSample, row, c.share, c.met)
+		}
+	}
+}

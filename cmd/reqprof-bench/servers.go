@@ -121,8 +121,19 @@ func startCalserver(burn time.Duration) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &server{name: fmt.Sprintf("calserver, %d µs burn", burn.Microseconds()), cmd: cmd, addr: p.Addr}, nil
+	return &server{name: calserverName(burn), cmd: cmd, addr: p.Addr}, nil
 }
+
+// calserverName names the calibrated server's rows, burning burn a request.
+func calserverName(burn time.Duration) string {
+	return fmt.Sprintf("calserver, %d µs burn", burn.Microseconds())
+}
+
+// stacksBurn is the calibrated server's burn in the run with --stacks:
+// requests long enough to be sampled. stacksName names that run's row.
+const stacksBurn = 50 * time.Microsecond
+
+var stacksName = calserverName(stacksBurn) + ", --stacks"
 
 // startGoHTTP starts the Go net/http server over HTTP/1.1, one route that
 // burns nothing.
