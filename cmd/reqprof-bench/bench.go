@@ -151,7 +151,7 @@ func (b *bench) runAll() error {
 		if err == nil && burn == stacksBurn {
 			// Stack sampling, on a server whose requests are long enough
 			// to be sampled.
-			err = b.addOverhead(srv, []string{"--stacks"}, "")
+			err = b.addOverhead(srv, []string{stacksFlag}, "")
 		}
 		srv.stop()
 		if err != nil {
@@ -409,14 +409,22 @@ func (b *bench) addFloor(srv *server) error {
 // floorLabel names the floor runs' row.
 const floorLabel = "reqprof on an idle process"
 
+// runName names a server's overhead row: the server, then how the run
+// differs from the defaults (flags, a label), the empty ones left out.
+func runName(server string, differences ...string) string {
+	parts := []string{server}
+	for _, d := range differences {
+		if d != "" {
+			parts = append(parts, d)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // addOverhead measures the overhead of reqprof, run with these flags, on
 // srv; label, if any, says how the runs differ from the defaults.
 func (b *bench) addOverhead(srv *server, flags []string, label string) error {
-	parts := append([]string{srv.name}, flags...)
-	if label != "" {
-		parts = append(parts, label)
-	}
-	o := overhead{server: strings.Join(parts, ", ")}
+	o := overhead{server: runName(srv.name, slices.Concat(flags, []string{label})...)}
 	b.progress("overhead on %s: %d rounds of %v detached and attached", o.server, b.rounds, b.round)
 	// Unmeasured: the first seconds of a server's life (page faults, lazy
 	// allocation) would count against whichever run came first.

@@ -97,3 +97,18 @@ func TestStackSamplingGoal(t *testing.T) {
 		}
 	}
 }
+
+// Rows are named as docs/BENCHMARKS.md shows them: the server, then how
+// the run differs, the --stacks run's among them.
+func TestRunNames(t *testing.T) {
+	for got, want := range map[string]string{
+		runName("nginx"):                     "nginx",
+		runName("nginx", "--no-payload", ""): "nginx, --no-payload",
+		runName("nginx", floorLabel):         "nginx, reqprof on an idle process",
+		stacksName:                           "calserver, 50 µs burn, --stacks",
+	} {
+		if got != want {
+			t.Errorf("%q, want %q", got, want)
+		}
+	}
+}

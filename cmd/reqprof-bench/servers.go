@@ -131,9 +131,12 @@ func calserverName(burn time.Duration) string {
 
 // stacksBurn is the calibrated server's burn in the run with --stacks:
 // requests long enough to be sampled. stacksName names that run's row.
-const stacksBurn = 50 * time.Microsecond
+const (
+	stacksBurn = 50 * time.Microsecond
+	stacksFlag = "--stacks"
+)
 
-var stacksName = calserverName(stacksBurn) + ", --stacks"
+var stacksName = runName(calserverName(stacksBurn), stacksFlag)
 
 // startGoHTTP starts the Go net/http server over HTTP/1.1, one route that
 // burns nothing.
