@@ -3,8 +3,12 @@ package collector_test
 import (
 	"context"
 	"math"
+	"os"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
@@ -27,6 +31,11 @@ func TestLiteMode(t *testing.T) {
 			window := func(lite bool) (profile.Target, calserver.Stats) {
 				srv := startCalserver(t, "--model", model, "--burn", (200 * time.Microsecond).String())
 				w := measureConfig(t, []int{srv.pid()}, func(cfg *collector.Config) { cfg.Lite = lite }, func() {
+					// Lite mode holds no program on the syscall
+					// tracepoints, not even one loaded empty.
+					if held := slices.Contains(heldProgramNames(t), "on_sys_enter"); held == lite {
+						t.Errorf("lite %v: reqprof holds on_sys_enter: %v", lite, held)
+					}
 					if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: srv.addr, Conns: 2, Requests: requests}); err != nil {
 						t.Fatalf("load: %v", err)
 					}
@@ -64,4 +73,27 @@ func TestLiteMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldProgramNames are the names of the BPF programs the test process holds.
+func heldProgramNames(t *testing.T) []string {
+	t.Helper()
+	held, err := collector.ObjectsHeldBy(os.Getpid())
+	if err != nil {
+		t.Fatalf("listing held BPF objects: %v", err)
+	}
+	var names []string
+	for _, id := range held.Programs {
+		p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+		if err != nil {
+			t.Fatalf("opening program %d: %v", id, err)
+		}
+		info, err := p.Info()
+		p.Close()
+		if err != nil {
+			t.Fatalf("program %d: %v", id, err)
+		}
+		names = append(names, info.Name)
+	}
+	return names
 }

@@ -141,8 +141,10 @@ func load(cfg reqprofConfig, stacks bool) (*bpfObjects, error) {
 		return nil, describeLoadError(err)
 	}
 	objs := &bpfObjects{}
+	var emptied []*ebpf.Program
 	for _, h := range hooksOf(spec) {
 		if lite && h.notLite {
+			emptied = append(emptied, coll.Programs[h.program])
 			continue
 		}
 		objs.hooks = append(objs.hooks, loadedHook{hook: h, prog: coll.Programs[h.program]})
@@ -153,6 +155,13 @@ func load(cfg reqprofConfig, stacks bool) (*bpfObjects, error) {
 		return nil, fmt.Errorf("loading BPF programs: %w", err)
 	}
 	coll.Close() // what reqprofObjects does not own
+	// Lite mode's emptied programs are loaded only because the generated
+	// objects name every program; never attached, they are let go, so
+	// that reqprof holds just what it runs (what bpftool and make bench
+	// list of it).
+	for _, p := range emptied {
+		p.Close()
+	}
 	return objs, nil
 }
 

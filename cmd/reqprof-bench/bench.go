@@ -503,26 +503,10 @@ func measureBPF(a *attachment, l load) (bpfCost, error) {
 			calls:   p.calls - before[i].calls,
 			runTime: p.runTime - before[i].runTime,
 		}
-		if !loadedEmpty(run) {
-			cost.programs = append(cost.programs, run)
-		}
+		cost.programs = append(cost.programs, run)
 	}
 	slices.SortFunc(cost.programs, func(x, y programRun) int { return cmp.Compare(y.runTime, x.runTime) })
 	return cost, nil
-}
-
-// maxKernelProgName is the longest program name the kernel keeps
-// (BPF_OBJ_NAME_LEN less its NUL); a longer one is read back in full from
-// the program's BTF, which a program loaded empty has none of.
-const maxKernelProgName = 15
-
-// loadedEmpty says whether a run is of a program reqprof loaded empty and
-// never attached (lite mode's syscall and interrupt programs): it ran no
-// call, and its name is cut at the kernel's length, where two such
-// programs may share one (on_irq_handler_ for the entry's and the exit's).
-// It is left out, as a program its run did not load.
-func loadedEmpty(run programRun) bool {
-	return run.calls == 0 && len(run.name) == maxKernelProgName
 }
 
 func (b *bench) manyConnections(srv *server) (manyConnections, error) {

@@ -18,7 +18,7 @@ func TestProgramRunTimesKeepColumns(t *testing.T) {
 			{name: "on_softirq_entry", calls: 2000, runTime: 130 * time.Microsecond},
 		}}},
 		{server: "nginx, --lite", bpf: bpfCost{requests: 1000, programs: []programRun{
-			{name: "on_sys_enter", calls: 0, runTime: 0},
+			{name: "on_sched_switch", calls: 3000, runTime: 300 * time.Microsecond},
 		}}},
 		{server: "Go net/http", bpf: bpfCost{requests: 2000, programs: []programRun{
 			{name: "on_softirq_entry", calls: 4000, runTime: 600 * time.Microsecond},
@@ -41,33 +41,14 @@ func TestProgramRunTimesKeepColumns(t *testing.T) {
 	}
 	want := map[string][]string{
 		"Program":          {"nginx", "nginx, --lite", "Go net/http"},
-		"on_sys_enter":     {"400 (7.00)", "0 (0.00)", "1300 (12.00)"},
+		"on_sys_enter":     {"400 (7.00)", "–", "1300 (12.00)"},
+		"on_sched_switch":  {"–", "300 (3.00)", "–"},
 		"on_softirq_entry": {"130 (2.00)", "–", "300 (2.00)"},
 		"on_uv_queue_work": {"–", "–", "0 (0.00)"},
 	}
 	for name, cells := range want {
 		if got := rows[name]; strings.Join(got, "|") != strings.Join(cells, "|") {
 			t.Errorf("row %s: %q, want %q\n%s", name, got, cells, w.String())
-		}
-	}
-}
-
-// A program lite mode loads empty and never attaches comes back with its
-// name cut at 15 bytes (it has no BTF to read the rest from): it is left
-// out of the run, not given a row of its own beside its full name's.
-func TestLoadedEmptyLeftOut(t *testing.T) {
-	for _, c := range []struct {
-		run  programRun
-		want bool
-	}{
-		{programRun{name: "on_softirq_entr"}, true},
-		{programRun{name: "on_irq_handler_"}, true},
-		{programRun{name: "on_softirq_entry"}, false},
-		{programRun{name: "on_sys_enter"}, false},
-		{programRun{name: "on_softirq_entr", calls: 3, runTime: time.Microsecond}, false},
-	} {
-		if got := loadedEmpty(c.run); got != c.want {
-			t.Errorf("loadedEmpty(%+v) = %v, want %v", c.run, got, c.want)
 		}
 	}
 }
