@@ -574,7 +574,7 @@ int BPF_PROG(on_sock_send_length, struct sock *sk, int ret, int flags)
 		} else {
 			bool first = op.c->phase != PHASE_RESPONDING;
 			sent(&op, ret);
-			py_claim(op.st, op.c, first);
+			py_claim(op.st, op.c, op.cookie, first);
 		}
 	} else if (op.st) {
 		if (op.c && op.c->role == ROLE_OUTBOUND)

@@ -569,7 +569,17 @@ struct py_job {
 	struct cost cost;
 	__u64 jobs;
 	__u64 ended_ns; /* when its first job ended: jobs taken unseen are claimed oldest first */
+	/* Who delivers its CPU (pyjobs.h: py_claim, py_job_done): 0 while
+	 * its job runs and no response was written; PY_JOB_ENDED once its
+	 * job ended first, for the response to claim; else the connection
+	 * of the request whose response went first, with that request's
+	 * start, for the job's end to deliver to. */
+	__u64 claimant;
+	__u64 claimant_start_ns;
 };
+
+/* py_job.claimant: no socket cookie is all ones. */
+#define PY_JOB_ENDED (~0ULL)
 
 /* Per-target counters, per CPU so the hot path never contends. */
 struct target_stats {
@@ -709,6 +719,10 @@ volatile __u32 enabled;
  * are in the targets map, just before the collector reads its CPU clock.
  * No time of its threads before then is counted (threads.h: new_thread). */
 volatile __u64 target_opened_ns[MAX_TARGETS];
+/* Jobs a target's pool threads ended unseen, into its orphan entries,
+ * and no response claimed yet (pyjobs.h): a response looks for one only
+ * while there are some. */
+volatile __s64 py_orphan_jobs[MAX_TARGETS];
 /* Bumped by the collector whenever the targets map changes, so that no CPU
  * goes on trusting an answer about a task given before. */
 volatile __u32 targets_generation;

@@ -199,10 +199,12 @@ type reqprofPoolJobKey struct {
 }
 
 type reqprofPyJob struct {
-	_       structs.HostLayout
-	Cost    reqprofCost
-	Jobs    uint64
-	EndedNs uint64
+	_               structs.HostLayout
+	Cost            reqprofCost
+	Jobs            uint64
+	EndedNs         uint64
+	Claimant        uint64
+	ClaimantStartNs uint64
 }
 
 type reqprofPyJobKey struct {
@@ -538,6 +540,7 @@ const (
 	reqprofVarCalibrationTid       = "calibration_tid"
 	reqprofVarCfg                  = "cfg"
 	reqprofVarEnabled              = "enabled"
+	reqprofVarPyOrphanJobs         = "py_orphan_jobs"
 	reqprofVarStdioChannels        = "stdio_channels"
 	reqprofVarSyscallOverheadNs    = "syscall_overhead_ns"
 	reqprofVarTargetOpenedNs       = "target_opened_ns"
@@ -669,6 +672,7 @@ type reqprofVariableSpecs struct {
 	CalibrationTid       *ebpf.VariableSpec `ebpf:"calibration_tid"`
 	Cfg                  *ebpf.VariableSpec `ebpf:"cfg"`
 	Enabled              *ebpf.VariableSpec `ebpf:"enabled"`
+	PyOrphanJobs         *ebpf.VariableSpec `ebpf:"py_orphan_jobs"`
 	StdioChannels        *ebpf.VariableSpec `ebpf:"stdio_channels"`
 	SyscallOverheadNs    *ebpf.VariableSpec `ebpf:"syscall_overhead_ns"`
 	TargetOpenedNs       *ebpf.VariableSpec `ebpf:"target_opened_ns"`
@@ -779,6 +783,7 @@ type reqprofVariables struct {
 	CalibrationTid       *ebpf.Variable `ebpf:"calibration_tid"`
 	Cfg                  *ebpf.Variable `ebpf:"cfg"`
 	Enabled              *ebpf.Variable `ebpf:"enabled"`
+	PyOrphanJobs         *ebpf.Variable `ebpf:"py_orphan_jobs"`
 	StdioChannels        *ebpf.Variable `ebpf:"stdio_channels"`
 	SyscallOverheadNs    *ebpf.Variable `ebpf:"syscall_overhead_ns"`
 	TargetOpenedNs       *ebpf.Variable `ebpf:"target_opened_ns"`
