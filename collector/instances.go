@@ -98,6 +98,9 @@ func ConnsMapName() (string, error) {
 // process exits, however it ends.
 type HeldObjects struct {
 	Programs, Links, Maps []uint32
+	// ProgramNames are the names of Programs still loaded when listed,
+	// as their info gives them (in full where their BTF has it).
+	ProgramNames []string
 	// Reqprof says whether one of Programs is reqprof's sched_switch
 	// program: the process is a reqprof instance.
 	Reqprof bool
@@ -149,7 +152,11 @@ func ObjectsHeldBy(pid int) (HeldObjects, error) {
 		}
 		info, err := p.Info()
 		p.Close()
-		if err == nil && kernelObjName(info.Name) == names.schedSwitch {
+		if err != nil {
+			continue
+		}
+		h.ProgramNames = append(h.ProgramNames, info.Name)
+		if kernelObjName(info.Name) == names.schedSwitch {
 			h.Reqprof = true
 		}
 	}
