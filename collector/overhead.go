@@ -17,17 +17,21 @@ import (
 // The kernel keeps the programs' run time only while BPF_ENABLE_STATS is
 // held, at the price of two clock reads in every program run: on this VM
 // some 50 ns a run, more than half of what the programs cost a target's
-// syscall, and a target's threads pay it and are charged for it. Turning
-// them on or off patches the kernel's code (a static key), which stops
-// every CPU: 5.7 ms of the collector's CPU for each on and off on the test
-// VM, 4% of all it spent under load when they were turned every 2 s. So the
-// statistics are kept for statsPolls polls of every statsPeriod (a tenth
-// of a long window, turned on and off every 10 s), and the run time per
-// request is their run time over the requests finished meanwhile. The
-// first sample begins at the window's second poll, not its first, so that
-// a short window runs as any other part of a long one. The syscall entry
-// cost charged to each syscall is switched with them, as it is calibrated
-// both ways.
+// syscall, and a target's threads pay it and are charged for it. So they
+// are kept a tenth of the time, and the run time per request is their run
+// time over the requests finished meanwhile; the programs time their own
+// runs in a target's context meanwhile too (timing_self), for the cost
+// taken out of the figures. Turning the statistics on or off patches the
+// kernel's code (a static key), which stops every CPU: 5.7 ms of the
+// collector's CPU for each on and off on the test VM, 4% of all it spent
+// under load when they were turned every 2 s. So they are kept one poll in
+// statsPeriod until the samples have seen statsEnoughRequests finish
+// (load may start any time after attaching, and an idle sample costs no
+// run), and from then on statsPolls in statsPolls*statsPeriod: turned
+// every 10 s. The first sample is the window's second poll, not its first,
+// so that a short window runs as any other part of a long one. The syscall
+// entry cost charged to each syscall is switched with them, as it is
+// calibrated both ways.
 type overheadMeter struct {
 	objs    *bpfObjects
 	progs   []*ebpf.Program
@@ -40,6 +44,7 @@ type overheadMeter struct {
 	stats                 io.Closer // held while statistics are kept
 	statsSince            time.Time
 	polls                 int // since the window opened
+	statsFrom, statsUntil int // polls: the next sample's first, the current one's end
 	ns0, runs0, finished0 uint64
 
 	sampled         time.Duration
@@ -64,12 +69,24 @@ type overheadMeter struct {
 	self          *selfCost
 }
 
-// statsPeriod is how many polls make one period of the statistics, and
-// statsPolls how many of them, from its second, they are kept for.
+// statsPeriod is how many polls make one period of the statistics, kept
+// for one of them; once the samples have seen statsEnoughRequests finish,
+// a period is statsPolls times longer and they are kept statsPolls polls.
 const (
-	statsPeriod = 50
-	statsPolls  = 5
+	statsPeriod         = 10
+	statsPolls          = 5
+	statsEnoughRequests = 10_000
 )
+
+// statsSample is, for a sample of the statistics begun at poll, the poll
+// that ends it and the one that begins the next, the samples so far having
+// seen sampledFinished requests finish.
+func statsSample(poll int, sampledFinished uint64) (until, next int) {
+	if sampledFinished < statsEnoughRequests {
+		return poll + 1, poll + statsPeriod
+	}
+	return poll + statsPolls, poll + statsPolls*statsPeriod
+}
 
 func newOverheadMeter(objs *bpfObjects, targets int) *overheadMeter {
 	return &overheadMeter{objs: objs, targets: targets, progs: objs.programs()}
@@ -223,10 +240,11 @@ func (m *overheadMeter) poll() {
 	m.polls++
 	switch {
 	case m.stats != nil:
-		if m.polls%statsPeriod > statsPolls {
+		if m.polls >= m.statsUntil {
 			m.dropStats()
 		}
-	case m.polls%statsPeriod == 1:
+	case m.polls >= m.statsFrom:
+		m.statsUntil, m.statsFrom = statsSample(m.polls, m.sampledFinished)
 		m.keepStats()
 	}
 	if m.onProgress != nil && m.polls%progressPolls == 0 {

@@ -149,3 +149,43 @@ func TestScaleDownKeepsProportionsAndSum(t *testing.T) {
 		t.Errorf("rows %d %d %d after taking more than there was", a, b, c)
 	}
 }
+
+// The statistics are kept one poll in ten until the samples have seen
+// enough requests finish, then five in fifty: a tenth of the time either
+// way, turned on and off a fifth as often once the rates are known.
+func TestStatsSampleCadence(t *testing.T) {
+	kept, turned := 0, 0
+	var seen uint64
+	sampling, until, next := false, 0, 0
+	for poll := 1; poll <= 1000; poll++ {
+		if sampling && poll >= until {
+			sampling = false
+		}
+		if !sampling && poll >= next {
+			until, next = statsSample(poll, seen)
+			sampling = true
+			turned++
+		}
+		if sampling {
+			kept++
+			seen += 1000 // requests finished a poll while kept
+		}
+		if poll == 10 && (kept != 1 || turned != 1) {
+			t.Fatalf("first period: kept %d polls, turned %d times, want 1 and 1", kept, turned)
+		}
+	}
+	if kept < 95 || kept > 105 {
+		t.Errorf("kept %d polls of 1000, want a tenth", kept)
+	}
+	// 10 samples of one poll to reach 10,000 requests (100 polls), then
+	// one every 50 polls.
+	if turned != 10+18 {
+		t.Errorf("turned on %d times in 1000 polls, want 10+18", turned)
+	}
+	if until, next := statsSample(7, 0); until != 8 || next != 17 {
+		t.Errorf("before enough: until %d next %d, want 8 and 17", until, next)
+	}
+	if until, next := statsSample(7, statsEnoughRequests); until != 12 || next != 57 {
+		t.Errorf("after: until %d next %d, want 12 and 57", until, next)
+	}
+}

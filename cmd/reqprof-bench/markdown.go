@@ -297,7 +297,7 @@ func (b *bench) writeOwnCost(w *strings.Builder) {
 	fmt.Fprintf(w, "\n### reqprof's own cost\n\n")
 	fmt.Fprintf(w, "BPF run time is the kernel's own statistics (BPF_ENABLE_STATS: run_time_ns and run_cnt of each of reqprof's programs), "+
 		"read in one more attached run per server with the statistics on throughout (they add two clock reads to every program call; "+
-		"in the overhead runs, as in any run, `reqprof attach` keeps them for 1 s in every 10 only, to report its own cost). "+
+		"in the overhead runs, as in any run, `reqprof attach` keeps them a tenth of the time only, to report its own cost). "+
 		"It counts every call on the machine, including wrk's syscalls, which reqprof's programs must look at to tell they are not a target's; "+
 		"it excludes the kernel's trampoline into each program. "+
 		"Collector CPU and memory are the `reqprof attach` process's: CPU from attached to the end of the load (medians over the attached runs), "+
