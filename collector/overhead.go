@@ -44,7 +44,9 @@ type overheadMeter struct {
 	stats                 io.Closer // held while statistics are kept
 	statsSince            time.Time
 	polls                 int // since the window opened
-	statsFrom, statsUntil int // polls: the next sample's first, the current one's end
+	// In polls: when the next sample of the statistics begins, how long
+	// it lasts, and when the current one ends.
+	statsFrom, statsLen, statsUntil int
 	ns0, runs0, finished0 uint64
 
 	sampled         time.Duration
@@ -71,25 +73,27 @@ type overheadMeter struct {
 
 // statsPeriod is how many polls make one period of the statistics, kept
 // for one of them; once the samples have seen statsEnoughRequests finish,
-// a period is statsPolls times longer and they are kept statsPolls polls.
+// a sample lasts statsPolls polls and its period is as many times longer.
 const (
 	statsPeriod         = 10
 	statsPolls          = 5
 	statsEnoughRequests = 10_000
 )
 
-// statsSample is, for a sample of the statistics begun at poll, the poll
-// that ends it and the one that begins the next, the samples so far having
-// seen sampledFinished requests finish.
-func statsSample(poll int, sampledFinished uint64) (until, next int) {
-	if sampledFinished < statsEnoughRequests {
-		return poll + 1, poll + statsPeriod
+// nextStatsSample is, for a sample of the statistics that ended at poll
+// end, the samples so far having seen sampledFinished requests finish,
+// when the next begins and how many polls it lasts: nine times its length
+// later, so that no stretch keeps them more than a tenth of the time.
+func nextStatsSample(end int, sampledFinished uint64) (from, length int) {
+	length = 1
+	if sampledFinished >= statsEnoughRequests {
+		length = statsPolls
 	}
-	return poll + statsPolls, poll + statsPolls*statsPeriod
+	return end + (statsPeriod-1)*length, length
 }
 
 func newOverheadMeter(objs *bpfObjects, targets int) *overheadMeter {
-	return &overheadMeter{objs: objs, targets: targets, progs: objs.programs()}
+	return &overheadMeter{objs: objs, targets: targets, progs: objs.programs(), statsFrom: 1, statsLen: 1}
 }
 
 // calibrate measures the syscall entry cost without statistics and with
@@ -242,9 +246,11 @@ func (m *overheadMeter) poll() {
 	case m.stats != nil:
 		if m.polls >= m.statsUntil {
 			m.dropStats()
+			m.statsFrom, m.statsLen = nextStatsSample(m.polls, m.sampledFinished)
 		}
 	case m.polls >= m.statsFrom:
-		m.statsUntil, m.statsFrom = statsSample(m.polls, m.sampledFinished)
+		// Tried again a period on if they cannot be kept now.
+		m.statsUntil, m.statsFrom = m.polls+m.statsLen, m.polls+statsPeriod
 		m.keepStats()
 	}
 	if m.onProgress != nil && m.polls%progressPolls == 0 {

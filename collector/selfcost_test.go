@@ -151,41 +151,48 @@ func TestScaleDownKeepsProportionsAndSum(t *testing.T) {
 }
 
 // The statistics are kept one poll in ten until the samples have seen
-// enough requests finish, then five in fifty: a tenth of the time either
-// way, turned on and off a fifth as often once the rates are known.
+// enough requests finish, then five in fifty: never more than a tenth of
+// any stretch, turned on and off a fifth as often once the rates are known.
 func TestStatsSampleCadence(t *testing.T) {
-	kept, turned := 0, 0
+	const polls = 1000
+	var kept [polls + 1]bool
+	turned := 0
 	var seen uint64
-	sampling, until, next := false, 0, 0
-	for poll := 1; poll <= 1000; poll++ {
+	from, length, until, sampling := 1, 1, 0, false
+	for poll := 1; poll <= polls; poll++ {
+		// As overheadMeter.poll does.
 		if sampling && poll >= until {
 			sampling = false
+			from, length = nextStatsSample(poll, seen)
 		}
-		if !sampling && poll >= next {
-			until, next = statsSample(poll, seen)
-			sampling = true
+		if !sampling && poll >= from {
+			until, sampling = poll+length, true
 			turned++
 		}
 		if sampling {
-			kept++
+			kept[poll] = true
 			seen += 1000 // requests finished a poll while kept
 		}
-		if poll == 10 && (kept != 1 || turned != 1) {
-			t.Fatalf("first period: kept %d polls, turned %d times, want 1 and 1", kept, turned)
+	}
+	if !kept[1] || kept[2] || !kept[11] {
+		t.Errorf("first samples: polls 1, 2, 11 kept %v %v %v, want the first and the eleventh", kept[1], kept[2], kept[11])
+	}
+	most := 0
+	for start := 1; start+50 <= polls+1; start++ {
+		n := 0
+		for _, k := range kept[start : start+50] {
+			if k {
+				n++
+			}
 		}
+		most = max(most, n)
 	}
-	if kept < 95 || kept > 105 {
-		t.Errorf("kept %d polls of 1000, want a tenth", kept)
+	if most > 5 {
+		t.Errorf("kept %d polls in some 50, want at most 5", most)
 	}
-	// 10 samples of one poll to reach 10,000 requests (100 polls), then
-	// one every 50 polls.
-	if turned != 10+18 {
-		t.Errorf("turned on %d times in 1000 polls, want 10+18", turned)
-	}
-	if until, next := statsSample(7, 0); until != 8 || next != 17 {
-		t.Errorf("before enough: until %d next %d, want 8 and 17", until, next)
-	}
-	if until, next := statsSample(7, statsEnoughRequests); until != 12 || next != 57 {
-		t.Errorf("after: until %d next %d, want 12 and 57", until, next)
+	// 10 samples of one poll see 10,000 requests (by poll 91), then one
+	// every 50 polls from poll 137.
+	if want := 10 + (polls-137)/50 + 1; turned != want {
+		t.Errorf("turned on %d times in %d polls, want %d", turned, polls, want)
 	}
 }
