@@ -44,10 +44,11 @@ type overheadMeter struct {
 	stats                 io.Closer // held while statistics are kept
 	statsSince            time.Time
 	polls                 int // since the window opened
+	ns0, runs0, finished0 uint64
+
 	// In polls: when the next sample of the statistics begins, how long
 	// it lasts, and when the current one ends.
 	statsFrom, statsLen, statsUntil int
-	ns0, runs0, finished0 uint64
 
 	sampled         time.Duration
 	bpfNs           uint64
