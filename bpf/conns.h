@@ -83,7 +83,7 @@ static __always_inline void emit_backends(struct conn_state *c, __u64 cookie)
 		if (i >= c->backends_used)
 			break;
 		b.use = c->backends[i];
-		bpf_ringbuf_output(&requests, &b, sizeof(b), 0);
+		bpf_ringbuf_output(&requests, &b, sizeof(b), RECORD_FLAGS);
 	}
 	c->rec.flags |= REQ_BACKENDS;
 }
@@ -110,12 +110,7 @@ __attribute__((noinline)) int emit(struct conn_state *c, __u64 cookie)
 	__u32 len = r->payload_len;
 	if (len > PAYLOAD_MAX)
 		len = PAYLOAD_MAX;
-	/* Waking the collector for every record would cost an inter-processor
-	 * interrupt per request (a VM exit on a virtual machine): it polls
-	 * instead, and is woken only when the buffer is filling up. */
-	__u64 wakeup = bpf_ringbuf_query(&requests, BPF_RB_AVAIL_DATA) > WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
-										       : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&requests, r, __builtin_offsetof(struct request_record, payload) + len, wakeup)) {
+	if (bpf_ringbuf_output(&requests, r, __builtin_offsetof(struct request_record, payload) + len, RECORD_FLAGS)) {
 		COUNT(s, lost_records, 1);
 		count_dropped(s, r);
 	}
@@ -164,7 +159,7 @@ static __always_inline void send_closed(struct conn_state *c, __u64 cookie)
 	k->conn = cookie;
 	k->offset = c->in_off;
 	k->len = 0;
-	bpf_ringbuf_output(&requests, k, __builtin_offsetof(struct chunk_record, data), 0);
+	bpf_ringbuf_output(&requests, k, __builtin_offsetof(struct chunk_record, data), RECORD_FLAGS);
 }
 
 /* A served connection closes: its tail is settled, and its last request
@@ -619,7 +614,7 @@ static __always_inline void send_chunks(struct conn_state *c, __u64 cookie, __u6
 		c->chunked += len;
 		c->streamed = 1;
 		c->rec.flags |= REQ_CHUNKED;
-		if (bpf_ringbuf_output(&requests, k, __builtin_offsetof(struct chunk_record, data) + len, 0)) {
+		if (bpf_ringbuf_output(&requests, k, __builtin_offsetof(struct chunk_record, data) + len, RECORD_FLAGS)) {
 			struct target_stats *s = stats_of(c->rec.target);
 			COUNT(s, lost_chunks, 1);
 			return;
@@ -662,7 +657,7 @@ static __always_inline void send_response(struct conn_state *c, __u64 cookie, __
 	__u32 head = buf_len < RESPONSE_HEAD ? buf_len : RESPONSE_HEAD;
 	if (buf && head && !bpf_probe_read_user(r->payload, head, (void *)buf))
 		r->payload_len = head;
-	bpf_ringbuf_submit(r, 0);
+	bpf_ringbuf_submit(r, RECORD_FLAGS);
 }
 
 #endif /* REQPROF_CONNS_H */

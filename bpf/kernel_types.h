@@ -43,11 +43,6 @@ enum {
 
 enum {
 	BPF_RB_NO_WAKEUP = 1,
-	BPF_RB_FORCE_WAKEUP = 2,
-};
-
-enum {
-	BPF_RB_AVAIL_DATA = 0,
 };
 
 /* A CPU's run queue: only its address is used (threads.h: steal_clock). */

@@ -317,7 +317,7 @@ static __always_inline void send_read_mark(struct thread_state *st, struct conn_
 	flush_to(st, c);
 	struct request_record *r = snapshot(c, cookie, RECORD_READ_MARK, c->in_off);
 	if (r)
-		bpf_ringbuf_submit(r, 0);
+		bpf_ringbuf_submit(r, RECORD_FLAGS);
 }
 
 /* A write on a stdio channel, whose record is sent once the writer's

@@ -151,10 +151,7 @@ static __always_inline void sample_stacks(struct perf_sample_ctx *ctx)
 	__u64 size = __builtin_offsetof(struct stack_sample, ips) + (kernel_frames + user_frames) * sizeof(__u64);
 	if (size > sizeof(*s))
 		return;
-	/* No wake-up for each: the collector polls (conns.h, emit). */
-	__u64 wakeup = bpf_ringbuf_query(&requests, BPF_RB_AVAIL_DATA) > WAKEUP_BYTES ? BPF_RB_FORCE_WAKEUP
-										       : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&requests, s, size, wakeup))
+	if (bpf_ringbuf_output(&requests, s, size, RECORD_FLAGS))
 		COUNT(st, lost_stack_samples, 1);
 }
 

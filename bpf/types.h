@@ -45,7 +45,6 @@ enum limits {
 	RESPONSE_HEAD = 256,
 	CHUNKS_PER_READ = 4,
 	RINGBUF_BYTES = 8 << 20,
-	WAKEUP_BYTES = RINGBUF_BYTES / 4,
 	/* Bytes of a Unix socket's path (struct sockaddr_un's sun_path). */
 	UNIX_PATH_MAX = 108,
 	/* The number charged for a syscall entered before the window opened. */
@@ -965,6 +964,12 @@ struct {
 	__type(key, __u32);
 	__type(value, struct conn_state);
 } conn_template SEC(".maps");
+
+/* Every record goes into the ring buffer without waking its reader: the
+ * collector drains it on a timer and never waits on it (collector.go:
+ * consume), so a wake-up would be an interrupt on the target's CPU for
+ * nobody. */
+#define RECORD_FLAGS BPF_RB_NO_WAKEUP
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

@@ -175,7 +175,6 @@ const (
 	reqprofLimitsRESPONSE_HEAD        reqprofLimits = 256
 	reqprofLimitsCHUNKS_PER_READ      reqprofLimits = 4
 	reqprofLimitsRINGBUF_BYTES        reqprofLimits = 8388608
-	reqprofLimitsWAKEUP_BYTES         reqprofLimits = 2097152
 	reqprofLimitsUNIX_PATH_MAX        reqprofLimits = 108
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
