@@ -967,9 +967,10 @@ func consume(reader *ringbuf.Reader, targets int, cfg Config, stacks *stackSampl
 	// blocking, and sleeps on a Go timer. A goroutine parked in a blocking
 	// syscall for longer than 10 ms has its P taken back by the runtime's
 	// monitor, which then polls every 20 µs for a while: that polling was
-	// a sixth of the collector's CPU under load.
+	// a sixth of the collector's CPU under load. A deadline long passed
+	// makes each wait return at once.
+	reader.SetDeadline(time.Unix(0, 1))
 	for {
-		reader.SetDeadline(time.Now()) // passed: each wait returns at once
 		read := 0
 		for {
 			err := reader.ReadInto(&rec)

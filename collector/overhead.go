@@ -46,9 +46,7 @@ type overheadMeter struct {
 	polls                 int // since the window opened
 	ns0, runs0, finished0 uint64
 
-	// In polls: when the next sample of the statistics begins, how long
-	// it lasts, and when the current one ends.
-	statsFrom, statsLen, statsUntil int
+	schedule statsSchedule
 
 	sampled         time.Duration
 	bpfNs           uint64
@@ -81,20 +79,41 @@ const (
 	statsEnoughRequests = 10_000
 )
 
-// nextStatsSample is, for a sample of the statistics that ended at poll
-// end, the samples so far having seen sampledFinished requests finish,
-// when the next begins and how many polls it lasts: nine times its length
-// later, so that no stretch keeps them more than a tenth of the time.
-func nextStatsSample(end int, sampledFinished uint64) (from, length int) {
-	length = 1
-	if sampledFinished >= statsEnoughRequests {
-		length = statsPolls
+// statsSchedule is when the statistics are kept, in polls: when the next
+// sample begins and how many polls it lasts, and when the one kept ends.
+type statsSchedule struct {
+	from, length, until int
+}
+
+// newStatsSchedule begins the first sample at the window's first poll.
+func newStatsSchedule() statsSchedule { return statsSchedule{from: 1, length: 1} }
+
+// begins says whether a sample begins at poll, none being kept, and marks
+// it begun; one that cannot be kept is tried again a period on.
+func (s *statsSchedule) begins(poll int) bool {
+	if poll < s.from {
+		return false
 	}
-	return end + (statsPeriod-1)*length, length
+	s.until, s.from = poll+s.length, poll+statsPeriod
+	return true
+}
+
+// ends says whether the sample kept ends at poll.
+func (s *statsSchedule) ends(poll int) bool { return poll >= s.until }
+
+// ended places the next sample after one that ended at poll, the samples so
+// far having seen sampledFinished requests finish: nine times its length
+// later, so that no stretch keeps them more than a tenth of the time.
+func (s *statsSchedule) ended(poll int, sampledFinished uint64) {
+	s.length = 1
+	if sampledFinished >= statsEnoughRequests {
+		s.length = statsPolls
+	}
+	s.from = poll + (statsPeriod-1)*s.length
 }
 
 func newOverheadMeter(objs *bpfObjects, targets int) *overheadMeter {
-	return &overheadMeter{objs: objs, targets: targets, progs: objs.programs(), statsFrom: 1, statsLen: 1}
+	return &overheadMeter{objs: objs, targets: targets, progs: objs.programs(), schedule: newStatsSchedule()}
 }
 
 // calibrate measures the syscall entry cost without statistics and with
@@ -245,13 +264,11 @@ func (m *overheadMeter) poll() {
 	m.polls++
 	switch {
 	case m.stats != nil:
-		if m.polls >= m.statsUntil {
-			m.dropStats()
-			m.statsFrom, m.statsLen = nextStatsSample(m.polls, m.sampledFinished)
+		if m.schedule.ends(m.polls) {
+			m.dropStats() // counts the sample's finished requests
+			m.schedule.ended(m.polls, m.sampledFinished)
 		}
-	case m.polls >= m.statsFrom:
-		// Tried again a period on if they cannot be kept now.
-		m.statsUntil, m.statsFrom = m.polls+m.statsLen, m.polls+statsPeriod
+	case m.schedule.begins(m.polls):
 		m.keepStats()
 	}
 	if m.onProgress != nil && m.polls%progressPolls == 0 {

@@ -158,15 +158,17 @@ func TestStatsSampleCadence(t *testing.T) {
 	var kept [polls + 1]bool
 	turned := 0
 	var seen uint64
-	from, length, until, sampling := 1, 1, 0, false
+	schedule, sampling := newStatsSchedule(), false
 	for poll := 1; poll <= polls; poll++ {
 		// As overheadMeter.poll does.
-		if sampling && poll >= until {
-			sampling = false
-			from, length = nextStatsSample(poll, seen)
-		}
-		if !sampling && poll >= from {
-			until, sampling = poll+length, true
+		switch {
+		case sampling:
+			if schedule.ends(poll) {
+				sampling = false
+				schedule.ended(poll, seen)
+			}
+		case schedule.begins(poll):
+			sampling = true
 			turned++
 		}
 		if sampling {
