@@ -106,7 +106,7 @@ struct {
 } chunk_scratch SEC(".maps");
 
 /* Every record goes into the ring buffer without waking its reader: the
- * collector drains it on a timer and never waits on it (collector.go:
+ * collector drains it on a timer and never waits on it (consume.go:
  * consume), so a wake-up would be an interrupt on the target's CPU for
  * nobody. */
 #define RECORD_FLAGS BPF_RB_NO_WAKEUP

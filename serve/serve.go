@@ -313,7 +313,7 @@ func (s *Server) session(ctx context.Context, p []sessionTarget) error {
 		NoPayload:      s.opts.NoPayload,
 		Lite:           s.opts.Lite,
 		Gross:          s.opts.Gross,
-		FollowChildren: s.opts.FollowChildren || slices.ContainsFunc(targets, func(t collector.Target) bool { return t.Cgroup != "" }),
+		FollowChildren: s.opts.FollowChildren,
 		OnRequest:      onRequest,
 		OnProgress:     s.progress,
 		NoSample:       true, // the tally has what serve exports

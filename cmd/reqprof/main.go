@@ -163,6 +163,9 @@ type outputFlags struct {
 	stackHz      int
 	pprofPath    string
 	foldedPath   string
+	// attach's alone, set by its flags.
+	followChildren bool
+	stdio          collector.StdioMode
 }
 
 // register defines the flags on c; duration says what --duration 0 does.
@@ -233,19 +236,31 @@ func checkOutput(flag, path string) error {
 	return nil
 }
 
-func (o *outputFlags) config(targets []collector.Target) collector.Config {
-	return collector.Config{
-		Targets:      targets,
-		Duration:     o.duration,
-		CaptureBytes: o.captureBytes,
-		NoPayload:    o.noPayload,
-		Gross:        o.gross,
-		Lite:         o.lite,
-		Runtime:      o.runtime,
-		Role:         o.role,
-		Stacks:       o.stacks,
-		StackHz:      o.stackHz,
+// config is the collector's Config for a window over targets: the one
+// place the commands that profile and report fill it, from their flags,
+// with onAttached to call once it is attached and w (if any) to hand
+// what it finds while it runs. Its defaults and derived fields are the
+// collector's to decide.
+func (o *outputFlags) config(targets []collector.Target, onAttached func(line string), w *watcher) collector.Config {
+	cfg := collector.Config{
+		Targets:        targets,
+		Duration:       o.duration,
+		CaptureBytes:   o.captureBytes,
+		NoPayload:      o.noPayload,
+		Gross:          o.gross,
+		Lite:           o.lite,
+		Runtime:        o.runtime,
+		Role:           o.role,
+		Stacks:         o.stacks,
+		StackHz:        o.stackHz,
+		FollowChildren: o.followChildren,
+		Stdio:          o.stdio,
+		OnAttached:     onAttached,
 	}
+	if w != nil {
+		cfg.OnRequest, cfg.OnProgress = w.onRequest(), w.onProgress()
+	}
+	return cfg
 }
 
 // liteUsage is --lite's help, the same for attach and serve.
@@ -267,7 +282,7 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	var out outputFlags
 	c.Var(&pids, "pid", "`PID[=LABEL]` process to profile (repeatable; the first is the baseline)")
 	c.Var(&cgroups, "cgroup", "`DIR[=LABEL]` every process of this cgroup v2 directory, as one target (repeatable)")
-	followChildren := c.Bool("follow-children", false, "also profile each target's child processes, present and future (pre-fork servers: give the master)")
+	c.BoolVar(&out.followChildren, "follow-children", false, "also profile each target's child processes, present and future (pre-fork servers: give the master)")
 	stdio := c.String("stdio", "auto", "`auto|on|off` requests on a target's stdin, answered on its stdout (MCP's stdio transport): auto when stdin is a pipe, FIFO or socket; never a terminal")
 	c.Var(&floor, "floor", "`PID[=LABEL]` a bare server, profiled too: the others' CPU is also shown above its own")
 	repeat := c.Int("repeat", 1, "`N` profile N windows in a row and report the spread between them (needs --duration)")
@@ -291,7 +306,8 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	if *repeat < 1 {
 		return badInput("--repeat %d: want at least 1", *repeat)
 	}
-	stdioMode, ok := map[string]collector.StdioMode{"auto": collector.StdioAuto, "on": collector.StdioOn, "off": collector.StdioOff}[*stdio]
+	var ok bool
+	out.stdio, ok = map[string]collector.StdioMode{"auto": collector.StdioAuto, "on": collector.StdioOn, "off": collector.StdioOff}[*stdio]
 	if !ok {
 		return badInput("--stdio %q: want auto, on or off", *stdio)
 	}
@@ -322,18 +338,15 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	}
 	w := newWatcher(targets, *showLive, out.duration, requestLog, stderr)
 
+	cfg := out.config(targets, func(line string) {
+		fmt.Fprintln(stderr, line)
+		w.opened()
+	}, w)
+
 	ctx, stop := interruptible(stderr)
 	defer stop()
 	var runs []profile.Run
 	for i := range *repeat {
-		cfg := out.config(targets)
-		cfg.FollowChildren = *followChildren || len(cgroups) > 0
-		cfg.Stdio = stdioMode
-		cfg.OnAttached = func(line string) {
-			fmt.Fprintln(stderr, line)
-			w.opened()
-		}
-		w.config(&cfg)
 		run, err := collector.Run(ctx, cfg)
 		w.closed()
 		if err != nil {

@@ -393,7 +393,7 @@ func TestStackOutputsImplyStacks(t *testing.T) {
 		if err := out.validate(); err != nil {
 			t.Fatal(err)
 		}
-		if cfg := out.config(nil); !cfg.Stacks || cfg.StackHz != 499 {
+		if cfg := out.config(nil, nil, nil); !cfg.Stacks || cfg.StackHz != 499 {
 			t.Errorf("%q: stacks %v at %d Hz, want on at 499", args, cfg.Stacks, cfg.StackHz)
 		}
 	}
@@ -403,7 +403,7 @@ func TestStackOutputsImplyStacks(t *testing.T) {
 	if err := c.parse(nil, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if out.validate(); out.config(nil).Stacks {
+	if out.validate(); out.config(nil, nil, nil).Stacks {
 		t.Error("stacks on by default")
 	}
 }
