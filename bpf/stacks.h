@@ -160,6 +160,7 @@ static __always_inline void sample_stacks(struct perf_sample_ctx *ctx)
 	__u64 size = __builtin_offsetof(struct stack_sample, ips) + (kernel_frames + user_frames) * sizeof(__u64);
 	if (size > sizeof(*s))
 		return;
+	COUNT(st, stack_samples, 1);
 	if (bpf_ringbuf_output(&requests, s, size, RECORD_FLAGS))
 		COUNT(st, lost_stack_samples, 1);
 }

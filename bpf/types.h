@@ -551,6 +551,7 @@ struct target_stats {
 	__u64 finished;            /* requests finished (emitted, or lost to a full ring buffer) */
 	__u64 lost_chunks;         /* chunks of inbound bytes lost to a full ring buffer */
 	__u64 lost_stack_samples;  /* stack samples lost to a full ring buffer */
+	__u64 stack_samples;       /* stack samples taken of its threads: sent, or lost (above); only sample_stack writes either */
 	__u64 setup_ns;            /* part of attributed: connections' setup and teardown */
 	__u64 unseen_switch_ins;   /* slices opened at a thread's first event on a CPU, its switch-in not seen (threads.h) */
 	__u64 pool_jobs_queued;    /* jobs queued on the runtime's pool by a thread serving a request (pools.h) */

@@ -410,6 +410,7 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.Finished += s.Finished
 		sum.LostChunks += s.LostChunks
 		sum.LostStackSamples += s.LostStackSamples
+		sum.StackSamples += s.StackSamples
 		addRuns(&sum.ExitedSelf, s.ExitedSelf)
 		sum.SetupNs += s.SetupNs
 		sum.UnseenSwitchIns += s.UnseenSwitchIns

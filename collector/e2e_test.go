@@ -356,34 +356,50 @@ func TestReusedPidIsNotTheTarget(t *testing.T) {
 
 	gone, stays := start("sleep", "100"), start("sleep", "100")
 	pid := gone.Process.Pid
+	forgotten := make(chan int, 2)
+	collector.SetTargetForgottenHook(func(pid int) { forgotten <- pid })
+	t.Cleanup(func() { collector.SetTargetForgottenHook(nil) })
+	// The window closes once the process given the pid has burnt its CPU
+	// (it execs sleep then), or at the first error.
+	ctx, closeWindow := context.WithCancel(context.Background())
+	defer closeWindow()
 	reused := make(chan error, 1)
-	run, err := collector.Run(context.Background(), collector.Config{
+	reuse := func() error {
+		gone.Process.Kill()
+		gone.Wait()
+		// Its exit seen and its pid let go by the programs.
+		select {
+		case forgot := <-forgotten:
+			if forgot != pid {
+				return fmt.Errorf("pid %d forgotten, want %d", forgot, pid)
+			}
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("the exit of %d was not seen within 30 s", pid)
+		}
+		for range 20 {
+			fmt.Fprintln(toForker, pid-1)
+			if !forked.Scan() {
+				return fmt.Errorf("the forking shell ended: %v", forked.Err())
+			}
+			child, err := strconv.Atoi(forked.Text())
+			if err != nil {
+				return err
+			}
+			forkedPids = append(forkedPids, child)
+			if child == pid {
+				return waitExecd(pid, "sleep", 30*time.Second)
+			}
+			syscall.Kill(child, syscall.SIGKILL)
+		}
+		return fmt.Errorf("pid %d was not given again in 20 tries", pid)
+	}
+	run, err := collector.Run(ctx, collector.Config{
 		Targets:  []collector.Target{{PID: pid}, {PID: stays.Process.Pid}},
-		Duration: 2 * time.Second,
+		Duration: time.Minute, // a bound: the test closes the window
 		OnAttached: func(string) {
 			go func() {
-				gone.Process.Kill()
-				gone.Wait()
-				time.Sleep(3 * pollIntervalForTests) // its exit seen and its pid let go
-				for range 20 {
-					fmt.Fprintln(toForker, pid-1)
-					if !forked.Scan() {
-						reused <- fmt.Errorf("the forking shell ended: %v", forked.Err())
-						return
-					}
-					child, err := strconv.Atoi(forked.Text())
-					if err != nil {
-						reused <- err
-						return
-					}
-					forkedPids = append(forkedPids, child)
-					if child == pid {
-						reused <- nil
-						return
-					}
-					syscall.Kill(child, syscall.SIGKILL)
-				}
-				reused <- fmt.Errorf("pid %d was not given again in 20 tries", pid)
+				reused <- reuse()
+				closeWindow()
 			}()
 		},
 	})
@@ -391,7 +407,7 @@ func TestReusedPidIsNotTheTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-reused; err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	target := run.Targets[0]
 	t.Logf("target %d: exited %v, %d threads, %.2f ms of CPU seen", pid, target.Exited, target.Threads, float64(target.ProcessNs())/1e6)
@@ -403,8 +419,21 @@ func TestReusedPidIsNotTheTarget(t *testing.T) {
 	}
 }
 
-// pollIntervalForTests is the collector's poll interval.
-const pollIntervalForTests = 200 * time.Millisecond
+// waitExecd waits until process pid runs command name (its comm), for up
+// to within.
+func waitExecd(pid int, name string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err == nil && strings.TrimSpace(string(comm)) == name {
+			return nil
+		}
+		if err != nil || time.Now().After(deadline) {
+			return fmt.Errorf("process %d does not run %s: %q %v", pid, name, comm, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // TestRunRejectsBadTargets needs no root: targets are checked first.
 func TestRunRejectsBadTargets(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // fakeMemory is a process's memory as a map of words.
@@ -126,8 +125,9 @@ func TestPythonLayout(t *testing.T) {
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Start returns once the child has exec'd sleep (os/exec learns of
+	// the exec through a close-on-exec pipe).
 	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
-	time.Sleep(50 * time.Millisecond) // exec'd
 	if _, err := pythonLayout(sleeper.Process.Pid); !errors.Is(err, errNotPython) {
 		t.Errorf("sleep: %v, want %v", err, errNotPython)
 	}

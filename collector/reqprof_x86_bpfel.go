@@ -378,6 +378,7 @@ type reqprofTargetStats struct {
 	Finished             uint64
 	LostChunks           uint64
 	LostStackSamples     uint64
+	StackSamples         uint64
 	SetupNs              uint64
 	UnseenSwitchIns      uint64
 	PoolJobsQueued       uint64

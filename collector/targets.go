@@ -256,7 +256,14 @@ func (s *session) forget(p *process) {
 	_ = s.objs.Targets.Delete(uint32(p.PID))
 	_ = s.objs.GoLayouts.Delete(uint32(p.PID))
 	_ = bumpTargetsGeneration(s.objs)
+	if testHookTargetForgotten != nil {
+		testHookTargetForgotten(p.PID)
+	}
 }
+
+// testHookTargetForgotten, when set by a test, runs once an exited
+// target's pid has left the programs' targets.
+var testHookTargetForgotten func(pid int)
 
 // bumpTargetsGeneration voids the answers CPUs cached about which task is
 // a target, after the targets map changed.

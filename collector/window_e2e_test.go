@@ -1,6 +1,7 @@
 package collector_test
 
 import (
+	"bufio"
 	"os/exec"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 // been switched in a moment before.
 const burstyTarget = `
 import time
+print("bursting", flush=True)
 while True:
     end = time.perf_counter() + 0.002
     while time.perf_counter() < end:
@@ -32,12 +34,19 @@ while True:
 func TestThreadRunningWhileTargetRegisters(t *testing.T) {
 	testbin.RequireBPF(t)
 	cmd := exec.Command(lookPathOrFail(t, "python3"), "-c", burstyTarget)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	pid := cmd.Process.Pid
-	time.Sleep(200 * time.Millisecond) // past the interpreter's start
+	// Past the interpreter's start: its bursts have begun.
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "bursting\n" {
+		t.Fatalf("the target did not start: %q %v", line, err)
+	}
 
 	collector.SetTargetRegisteredHook(func() { time.Sleep(30 * time.Millisecond) })
 	t.Cleanup(func() { collector.SetTargetRegisteredHook(nil) })

@@ -132,6 +132,21 @@ func (s *served) waitAttached(t *testing.T) string {
 	return ""
 }
 
+// waitRequests scrapes serve until its requests counted come to want
+// (for up to 30 s) and returns that scrape's values.
+func (s *served) waitRequests(t *testing.T, want int) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v := values(scrape(t, s.metrics))
+		got := sumOf(v, "reqprof_requests_total{route=")
+		if got >= float64(want) || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (s *served) log() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -244,11 +259,11 @@ func TestServeFollowsARestart(t *testing.T) {
 	line := s.waitAttached(t)
 	t.Logf("attached to the new process %.0f ms after it listened: %s", float64(time.Since(started).Milliseconds()), line)
 	load(second.Addr)
-	time.Sleep(300 * time.Millisecond) // a few of the collector's reads
+	// The collector hands over what it drained at its next reads.
+	v := s.waitRequests(t, 3000)
 	close(stopScraping)
 	t.Logf("%d scrapes through the restart", <-scraped)
 
-	v := values(scrape(t, s.metrics))
 	if got := sumOf(v, "reqprof_requests_total{route="); !within(got, 3000, 0.01) {
 		t.Errorf("%.0f requests counted, the load sent 3000 (1500 to each process)", got)
 	}
@@ -306,7 +321,16 @@ func TestServePrometheusMatchesServer(t *testing.T) {
 		}
 		return float64(sent)
 	}
-	time.Sleep(2500 * time.Millisecond) // scrapes after the load
+	// Every request counted by serve, then scraped by both Prometheuses
+	// after the last instant queried below (loadEnd + 500 ms).
+	counted := s.waitRequests(t, sent)
+	scrapedAfter := time.Now()
+	if end := loadEnd.Add(500 * time.Millisecond); end.After(scrapedAfter) {
+		scrapedAfter = end
+	}
+	api.waitScrapeAfter(t, scrapedAfter)
+	native.waitScrapeAfter(t, scrapedAfter)
+	t.Logf("serve counted %.0f requests; both Prometheuses scraped it after that", sumOf(counted, "reqprof_requests_total{route="))
 	truth, err := srv.Stop()
 	if err != nil {
 		t.Fatal(err)
@@ -405,6 +429,23 @@ scrape_configs:
 	b, _ := os.ReadFile(logFile.Name())
 	t.Fatalf("Prometheus did not scrape reqprof within 30 s; it said:\n%s", b)
 	return api
+}
+
+// waitScrapeAfter waits until Prometheus has scraped reqprof after at,
+// for up to 30 s.
+func (p promAPI) waitScrapeAfter(t *testing.T, at time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		last, err := p.tryQuery(`timestamp(up{job="reqprof"})`, time.Now())
+		if err == nil && last > float64(at.UnixNano())/1e9 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Prometheus at %s did not scrape reqprof after %v within 30 s (last scrape %v: %v)", p.base, at, last, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (p promAPI) query(t *testing.T, q string, at time.Time) float64 {

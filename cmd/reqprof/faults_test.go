@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,16 +94,26 @@ func startReqprof(t *testing.T, args ...string) *reqprofRun {
 // if reqprof exits first.
 func (r *reqprofRun) waitFor(t *testing.T, out *lockedBuffer, text string, timeout time.Duration) {
 	t.Helper()
+	waitForText(t, out, text, timeout, r.exited, func() string {
+		return fmt.Sprintf("reqprof (exit: %v) wrote on stdout:\n%s\nstderr:\n%s", r.err, r.stdout.String(), r.stderr.String())
+	})
+}
+
+// waitForText waits until out holds text. It fails the test after timeout,
+// or once ended is closed (what writes out has stopped) without out
+// holding it; what() says what was written, for the failure.
+func waitForText(t *testing.T, out *lockedBuffer, text string, timeout time.Duration, ended <-chan struct{}, what func() string) {
+	t.Helper()
 	deadline := time.After(timeout)
 	for !strings.Contains(out.String(), text) {
 		select {
-		case <-r.exited:
+		case <-ended:
 			if strings.Contains(out.String(), text) {
 				return
 			}
-			t.Fatalf("reqprof exited (%v) before writing %q; stdout:\n%s\nstderr:\n%s", r.err, text, r.stdout.String(), r.stderr.String())
+			t.Fatalf("ended before writing %q; %s", text, what())
 		case <-deadline:
-			t.Fatalf("reqprof wrote no %q in %v; stdout:\n%s\nstderr:\n%s", text, timeout, r.stdout.String(), r.stderr.String())
+			t.Fatalf("no %q written within %v; %s", text, timeout, what())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

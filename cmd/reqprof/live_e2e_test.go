@@ -5,7 +5,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -87,13 +86,16 @@ func TestLiveViewInTmux(t *testing.T) {
 	loaded := make(chan int)
 	go func() { loaded <- loadFor(t, srv.Addr, 4*time.Second) }()
 
+	// Each frame the screen shows, until two have been seen while the
+	// load runs: the table is redrawn in place, never stacked.
 	frames := map[string]bool{}
-	for range 3 {
-		time.Sleep(1100 * time.Millisecond)
-		s := screen()
+	waitScreen("two frames redrawn in place", 20*time.Second, func(s string) bool {
 		headings := liveHeading.FindAllString(s, -1)
-		if len(headings) != 1 {
+		if len(headings) > 1 {
 			t.Fatalf("%d frame headings on the screen, want the one frame redrawn in place:\n%s", len(headings), s)
+		}
+		if len(headings) == 0 || frames[headings[0]] {
+			return false
 		}
 		frames[headings[0]] = true
 		for _, want := range []string{"target", "req/s", "cpu µs", "p99 µs", "user µs", "kernel µs", "lost", "lean", "(all)", "tools/call"} {
@@ -101,10 +103,8 @@ func TestLiveViewInTmux(t *testing.T) {
 				t.Errorf("no %q in the frame:\n%s", want, s)
 			}
 		}
-	}
-	if len(frames) < 2 {
-		t.Errorf("the frame was not redrawn: %v", frames)
-	}
+		return len(frames) == 2
+	})
 	<-loaded
 	s := waitScreen("the report", 30*time.Second, func(s string) bool { return strings.Contains(s, "reqprof-exited") })
 	if liveHeading.MatchString(s) || strings.Contains(s, "\x1b") {
@@ -127,13 +127,15 @@ func TestLiveViewPlainAndRequestLog(t *testing.T) {
 	defer srv.Kill()
 	dir := t.TempDir()
 	logPath, jsonPath := filepath.Join(dir, "requests.ndjson"), filepath.Join(dir, "run.json")
-	var stdout, stderr bytes.Buffer
-	done := make(chan int)
+	var stdout, stderr lockedBuffer
+	done, ended := make(chan int, 1), make(chan struct{})
 	go func() {
 		done <- run([]string{"attach", "--pid", strconv.Itoa(srv.PID()) + "=lean", "--duration", "3s",
 			"--json", jsonPath, "--requests", logPath, "--requests-rate", "1000000"}, &stdout, &stderr)
+		close(ended)
 	}()
-	time.Sleep(1500 * time.Millisecond) // it attaches within about a second
+	// The window's 3 s run from the attached line: the load goes inside.
+	waitForText(t, &stderr, "reqprof: attached to", 30*time.Second, ended, func() string { return "stderr:\n" + stderr.String() })
 	sent := loadFor(t, srv.Addr, 1*time.Second)
 	if code := <-done; code != 0 {
 		t.Fatalf("attach exited %d: %s", code, stderr.String())

@@ -35,6 +35,7 @@ type Child struct {
 	Endpoint  string // over HTTP, its URL
 	cmd       *exec.Cmd
 	stderr    chan string // the server's stderr, line by line, closed at its end
+	stderrW   *os.File    // this process's copy of that pipe's write end, until the server runs
 	session   *mcp.ClientSession
 	connected chan connectResult // stdio: Connect's outcome, begun by StartPair
 }
@@ -84,16 +85,23 @@ func startStdio(bin string, serverArgs, env []string) (*Child, error) {
 		session, err := client().Connect(context.Background(), &mcp.CommandTransport{Command: c.cmd}, nil)
 		c.connected <- connectResult{session, err}
 	}()
-	// The server says its pid once it waits for SIGUSR1.
-	for line := range c.stderr {
-		if pid, ok := strings.CutPrefix(line, heldLine+" "); ok {
-			c.PID, _ = strconv.Atoi(pid)
-			break
+	// The server says its pid once it waits for SIGUSR1; Connect ends
+	// first only when the command could not start.
+	for c.PID == 0 {
+		select {
+		case line, ok := <-c.stderr:
+			if !ok {
+				return nil, fmt.Errorf("the stdio server ended before it said its pid: %v", (<-c.connected).err)
+			}
+			if pid, ok := strings.CutPrefix(line, heldLine+" "); ok {
+				c.PID, _ = strconv.Atoi(pid)
+			}
+		case res := <-c.connected:
+			c.startedStderr()
+			return nil, fmt.Errorf("the stdio server did not start: %v", res.err)
 		}
 	}
-	if c.PID == 0 {
-		return nil, fmt.Errorf("the stdio server did not start: %v", (<-c.connected).err)
-	}
+	c.startedStderr()
 	return c, nil
 }
 
@@ -111,8 +119,10 @@ func startHTTP(bin string, serverArgs, env []string) (*Child, error) {
 		return nil, err
 	}
 	if err := c.cmd.Start(); err != nil {
+		c.startedStderr()
 		return nil, err
 	}
+	c.startedStderr()
 	c.PID = c.cmd.Process.Pid
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if url, ok := strings.CutPrefix(strings.TrimSpace(line), listeningLine); ok {
@@ -124,21 +134,39 @@ func startHTTP(bin string, serverArgs, env []string) (*Child, error) {
 	return nil, fmt.Errorf("the HTTP server did not start: %q %v", line, err)
 }
 
-// pipeStderr sends the server's stderr, line by line, to c.stderr.
+// pipeStderr sends the server's stderr, line by line, to c.stderr, to
+// its end. The pipe is this package's, not exec's: Wait closes a pipe
+// from StderrPipe once the process exits, which can cut off the last line
+// before it is read (the figures the server writes as it ends, on a slow
+// host), and CommandTransport waits for the stdio server as it closes.
+// startedStderr closes the write end this process holds, once the server
+// runs with its own.
 func (c *Child) pipeStderr() error {
-	r, err := c.cmd.StderrPipe()
+	r, w, err := os.Pipe()
 	if err != nil {
 		return err
 	}
+	c.cmd.Stderr, c.stderrW = w, w
 	c.stderr = make(chan string, 16)
 	go func() {
+		defer r.Close()
 		scanner := bufio.NewScanner(r)
+		scanner.Buffer(nil, 1<<24) // the figures are one long line
 		for scanner.Scan() {
 			c.stderr <- scanner.Text()
 		}
 		close(c.stderr)
 	}()
 	return nil
+}
+
+// startedStderr lets go of the write end of the server's stderr once the
+// server holds its own, so that the reader sees its end.
+func (c *Child) startedStderr() {
+	if c.stderrW != nil {
+		c.stderrW.Close()
+		c.stderrW = nil
+	}
 }
 
 // Connect makes the MCP handshake (initialize, notifications/initialized)
