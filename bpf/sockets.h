@@ -31,7 +31,9 @@ struct sock_op {
  * registers the syscall was made with, to capture the request's bytes. */
 static __always_inline void lite_boundary(struct thread_state *st, int just_read)
 {
+	follow_task(st, -1);
 	cut(st, bpf_ktime_get_ns(), false);
+	st->clock.estimated = 0;
 	follow_goroutine(st, current_goid(st));
 	if (just_read && cfg.capture_bytes) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
@@ -71,6 +73,7 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 	if (st->serving.conn != op->cookie || st->serving.in_tail || !same_request)
 		leave_with(st, st->serving.conn == op->cookie ? op->c : 0);
 	st->serving.conn = op->cookie;
+	st->serving.by_rule = 0;
 	st->serving.served = 1;
 	st->serving.handed = 0;
 	st->handoff.depth = 0;
@@ -115,6 +118,7 @@ __attribute__((noinline)) int received(struct thread_state *st, struct conn_stat
 	if (cfg.chunk_bytes)
 		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
 	note_goroutine(op->st, op->cookie);
+	py_served(op->st, op->cookie, c);
 	return 0;
 }
 
@@ -156,6 +160,7 @@ static __always_inline void call_written(struct sock_op *op, int ret)
 	if (cfg.chunk_bytes)
 		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
 	note_goroutine(op->st, op->cookie);
+	py_served(op->st, op->cookie, c);
 }
 
 /* ret bytes of the answer to a client's call read by op's thread: as
@@ -175,6 +180,7 @@ static __always_inline void answer_read(struct sock_op *op, int ret)
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
 		loop_woke(&op->st->loop, op->cookie, 1);
 	note_goroutine(op->st, op->cookie);
+	py_served(op->st, op->cookie, c);
 }
 
 /* ret bytes of a response written by op's thread. */
@@ -194,6 +200,7 @@ static __always_inline void sent(struct sock_op *op, int ret)
 	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	op->st->serving.wrote = 1;
 	note_goroutine(op->st, op->cookie);
+	py_served(op->st, op->cookie, c);
 	if (cfg.lite) {
 		/* No syscall exit to wait for: the tail starts here. */
 		flush(op->st);

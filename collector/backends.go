@@ -22,7 +22,14 @@ var Runtimes = map[string]reqprofRuntimeModel{
 	"asyncio": reqprofRuntimeModelRUNTIME_ASYNCIO,
 	"threads": reqprofRuntimeModelRUNTIME_THREADS,
 	"go":      reqprofRuntimeModelRUNTIME_GO,
+	// Not a --runtime of its own: what asyncio becomes where the
+	// interpreter's layout is known (followTasks).
+	asyncioTasks: reqprofRuntimeModelRUNTIME_PYTASKS,
 }
+
+// asyncioTasks is the runtime of an asyncio loop whose tasks are followed
+// by the context the interpreter says each thread runs (bpf/pytasks.h).
+const asyncioTasks = "asyncio-tasks"
 
 // RuntimeNames lists Runtimes' names, for help and errors.
 const RuntimeNames = "node, asyncio, threads, go"
@@ -87,6 +94,17 @@ func (p *process) setRuntime(objs *bpfObjects, index int, given string) error {
 	} else {
 		p.runtime, p.runtimeFrom = detectRuntime(p.PID)
 	}
+	return objs.Runtimes.Update(uint32(index), uint32(Runtimes[p.runtime]), ebpf.UpdateAny)
+}
+
+// followTasks makes an asyncio target whose interpreter's layout the
+// programs were given (attachPools) follow its tasks by their context,
+// before its threads look their model up.
+func (p *process) followTasks(objs *bpfObjects, index int) error {
+	if !p.python || p.runtime != "asyncio" {
+		return nil
+	}
+	p.runtime = asyncioTasks
 	return objs.Runtimes.Update(uint32(index), uint32(Runtimes[p.runtime]), ebpf.UpdateAny)
 }
 

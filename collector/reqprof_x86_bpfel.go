@@ -100,6 +100,7 @@ type reqprofConnState struct {
 		Answering    uint32
 		OwnerInTail  uint32
 		Peer         reqprofBackendPeer
+		OwnerCtx     uint64
 	}
 	OutOff  uint64
 	SetupSk uint64
@@ -122,6 +123,7 @@ type reqprofCost struct {
 	Wakeups             uint32
 	Interrupts          uint32
 	PoolProbes          uint32
+	EstimatedNs         uint64
 	Syscalls            [12]reqprofSyscallSlot
 }
 
@@ -155,6 +157,13 @@ type reqprofGoroutineKey struct {
 	Goid uint64
 }
 
+type reqprofHeldKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Key  uint64
+}
+
 type reqprofLimits uint32
 
 const (
@@ -163,8 +172,10 @@ const (
 	reqprofLimitsMAX_GOROUTINES       reqprofLimits = 65536
 	reqprofLimitsMAX_POOL_JOBS        reqprofLimits = 16384
 	reqprofLimitsMAX_PY_JOBS          reqprofLimits = 4096
-	reqprofLimitsMAX_PY_FRAMES        reqprofLimits = 96
-	reqprofLimitsPY_FRAME_SPAN        reqprofLimits = 32
+	reqprofLimitsMAX_PY_CONTEXTS      reqprofLimits = 16384
+	reqprofLimitsMAX_PY_THREADS       reqprofLimits = 64
+	reqprofLimitsMAX_PY_LOOKUPS       reqprofLimits = 8
+	reqprofLimitsMAX_HELD             reqprofLimits = 16384
 	reqprofLimitsMAX_HANDOFF_DEPTH    reqprofLimits = 4
 	reqprofLimitsMAX_CONNS            reqprofLimits = 65536
 	reqprofLimitsNR_SOFTIRQS          reqprofLimits = 10
@@ -197,6 +208,20 @@ type reqprofPoolJobKey struct {
 	Work uint64
 }
 
+type reqprofPyCtx struct {
+	_       structs.HostLayout
+	Conn    uint64
+	StartNs uint64
+	Via     uint64
+}
+
+type reqprofPyCtxKey struct {
+	_    structs.HostLayout
+	Tgid uint32
+	Pad  uint32
+	Ctx  uint64
+}
+
 type reqprofPyJob struct {
 	_               structs.HostLayout
 	Cost            reqprofCost
@@ -214,14 +239,18 @@ type reqprofPyJobKey struct {
 }
 
 type reqprofPyLayout struct {
-	_               structs.HostLayout
-	TstateCurrent   uint64
-	TstateNativeTid uint32
-	TstateCframe    uint32
-	CframeCurrent   uint32
-	FramePrevious   uint32
-	FrameOwner      uint32
-	OwnerGenerator  uint32
+	_             structs.HostLayout
+	Interp        uint64
+	TstateCurrent uint64
+	Gil           uint64
+	GilLastHolder uint32
+	GilLocked     uint32
+	InterpThreads uint32
+	TstateNext    uint32
+	TstateTid     uint32
+	TstatePthread uint32
+	TstateContext uint32
+	Pad           uint32
 }
 
 type reqprofRecordFlags uint32
@@ -277,6 +306,7 @@ const (
 	reqprofRuntimeModelRUNTIME_IMMEDIATE reqprofRuntimeModel = 1
 	reqprofRuntimeModelRUNTIME_ASYNCIO   reqprofRuntimeModel = 2
 	reqprofRuntimeModelRUNTIME_GO        reqprofRuntimeModel = 3
+	reqprofRuntimeModelRUNTIME_PYTASKS   reqprofRuntimeModel = 4
 )
 
 type reqprofSampleFlags uint32
@@ -387,6 +417,8 @@ type reqprofTargetStats struct {
 	PoolHeldNs           uint64
 	PoolClaimedNs        uint64
 	PoolJobsUnseen       uint64
+	HeldNs               uint64
+	HeldClaimedNs        uint64
 	StolenNs             uint64
 	ExitedSelf           reqprofSelfRuns
 }
@@ -407,6 +439,8 @@ type reqprofThreadState struct {
 		StealAtNs     uint64
 		Mode          uint32
 		SyscallNr     uint32
+		Estimated     uint32
+		Pad           uint32
 	}
 	Self    reqprofSelfRuns
 	Serving struct {
@@ -422,6 +456,9 @@ type reqprofThreadState struct {
 		Dirty          uint32
 		SetupSk        uint64
 		UnattributedNs uint64
+		Hold           uint64
+		ByRule         uint32
+		Pad2           uint32
 		Pending        reqprofCost
 	}
 	Waits struct {
@@ -452,11 +489,17 @@ type reqprofThreadState struct {
 		Pad        uint32
 	}
 	Py struct {
-		_      structs.HostLayout
-		Layout reqprofPyLayout
-		Tstate uint64
-		Kind   uint32
-		Handed uint32
+		_        structs.HostLayout
+		Layout   reqprofPyLayout
+		Tstate   uint64
+		Ctx      uint64
+		CtxVer   uint64
+		BaseCtx  uint64
+		BaseConn uint64
+		Kind     uint32
+		Handed   uint32
+		Lookups  uint32
+		Read     uint32
 	}
 	Loop struct {
 		_     structs.HostLayout
@@ -492,9 +535,12 @@ const (
 	reqprofMapCpus                 = "cpus"
 	reqprofMapGoLayouts            = "go_layouts"
 	reqprofMapGoroutines           = "goroutines"
+	reqprofMapHeld                 = "held"
+	reqprofMapHeldTemplate         = "held_template"
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapPoolJobs             = "pool_jobs"
+	reqprofMapPyCtxs               = "py_ctxs"
 	reqprofMapPyJobTemplate        = "py_job_template"
 	reqprofMapPyJobs               = "py_jobs"
 	reqprofMapPyLayouts            = "py_layouts"
@@ -641,9 +687,12 @@ type reqprofMapSpecs struct {
 	Cpus            *ebpf.MapSpec `ebpf:"cpus"`
 	GoLayouts       *ebpf.MapSpec `ebpf:"go_layouts"`
 	Goroutines      *ebpf.MapSpec `ebpf:"goroutines"`
+	Held            *ebpf.MapSpec `ebpf:"held"`
+	HeldTemplate    *ebpf.MapSpec `ebpf:"held_template"`
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	PoolJobs        *ebpf.MapSpec `ebpf:"pool_jobs"`
+	PyCtxs          *ebpf.MapSpec `ebpf:"py_ctxs"`
 	PyJobTemplate   *ebpf.MapSpec `ebpf:"py_job_template"`
 	PyJobs          *ebpf.MapSpec `ebpf:"py_jobs"`
 	PyLayouts       *ebpf.MapSpec `ebpf:"py_layouts"`
@@ -722,9 +771,12 @@ type reqprofMaps struct {
 	Cpus            *ebpf.Map `ebpf:"cpus"`
 	GoLayouts       *ebpf.Map `ebpf:"go_layouts"`
 	Goroutines      *ebpf.Map `ebpf:"goroutines"`
+	Held            *ebpf.Map `ebpf:"held"`
+	HeldTemplate    *ebpf.Map `ebpf:"held_template"`
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	PoolJobs        *ebpf.Map `ebpf:"pool_jobs"`
+	PyCtxs          *ebpf.Map `ebpf:"py_ctxs"`
 	PyJobTemplate   *ebpf.Map `ebpf:"py_job_template"`
 	PyJobs          *ebpf.Map `ebpf:"py_jobs"`
 	PyLayouts       *ebpf.Map `ebpf:"py_layouts"`
@@ -751,9 +803,12 @@ func (m *reqprofMaps) Close() error {
 		m.Cpus,
 		m.GoLayouts,
 		m.Goroutines,
+		m.Held,
+		m.HeldTemplate,
 		m.ListenPorts,
 		m.ListenUnix,
 		m.PoolJobs,
+		m.PyCtxs,
 		m.PyJobTemplate,
 		m.PyJobs,
 		m.PyLayouts,

@@ -35,6 +35,13 @@ type Request struct {
 	// out of the figures above, unless the run was made gross.
 	SelfNs uint64
 
+	// EstimatedNs is the part of its CPU apportioned to it by a rule
+	// rather than seen to serve it: pieces of an asyncio loop thread's
+	// time in which its interpreter showed another task at their end
+	// than at their start, a task's time after the request it served
+	// ended (bpf/pytasks.h). EstimatedCPUNs bounds it by CPUNs.
+	EstimatedNs uint64
+
 	// Interleaved: which request some of its CPU served is estimated: its
 	// thread began another request before answering it, in a runtime
 	// reqprof has no model of, or a pool thread took its job from a
@@ -94,6 +101,15 @@ type KernelCost struct {
 
 // CPUNs is the request's whole on-CPU time.
 func (r Request) CPUNs() uint64 { return r.UserNs + r.KernelNs }
+
+// EstimatedCPUNs is how much of its CPU was apportioned to it by a rule:
+// all of it when it was Interleaved.
+func (r Request) EstimatedCPUNs() uint64 {
+	if r.Interleaved {
+		return r.CPUNs()
+	}
+	return min(r.EstimatedNs, r.CPUNs())
+}
 
 // Target is everything measured for one profiled process over the window.
 type Target struct {
@@ -323,9 +339,10 @@ type Totals struct {
 	MaxLatencyNs   uint64
 	MaxFirstByteNs uint64
 
-	// InterleavedNs is the CPU of the requests that were Interleaved:
-	// how much of CPUNs is estimated.
-	InterleavedNs uint64
+	// EstimatedNs is how much of CPUNs was apportioned by a rule rather
+	// than seen: requests' EstimatedNs, and the whole CPU of those that
+	// were Interleaved.
+	EstimatedNs uint64
 }
 
 // Add counts one finished request. It allocates nothing: the collector
@@ -355,9 +372,7 @@ func (t *Totals) Add(r Request) {
 	t.MaxOffCPUNs = max(t.MaxOffCPUNs, r.OffCPUNs)
 	t.MaxLatencyNs = max(t.MaxLatencyNs, latency)
 	t.MaxFirstByteNs = max(t.MaxFirstByteNs, firstByte)
-	if r.Interleaved {
-		t.InterleavedNs += cpu
-	}
+	t.EstimatedNs += r.EstimatedCPUNs()
 }
 
 // MixedProtocols is the protocol of totals over requests that came by
@@ -401,7 +416,7 @@ func (t *Totals) Merge(o Totals) {
 	t.MaxOffCPUNs = max(t.MaxOffCPUNs, o.MaxOffCPUNs)
 	t.MaxLatencyNs = max(t.MaxLatencyNs, o.MaxLatencyNs)
 	t.MaxFirstByteNs = max(t.MaxFirstByteNs, o.MaxFirstByteNs)
-	t.InterleavedNs += o.InterleavedNs
+	t.EstimatedNs += o.EstimatedNs
 }
 
 // RouteKey is what a request is grouped by: its route name and the local

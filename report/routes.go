@@ -56,9 +56,10 @@ type RouteSummary struct {
 	// Backends are what its requests waited on, per peer; absent when
 	// they called none.
 	Backends []BackendSummary `json:"backends,omitempty"`
-	// Interleaved is the share of its CPU, in percent, that is estimated
-	// (profile.Request.Interleaved).
-	Interleaved float64 `json:"interleaved,omitempty"`
+	// Estimated is the share of its CPU, in percent, apportioned to its
+	// requests by a rule rather than seen to serve them
+	// (profile.Request.EstimatedCPUNs).
+	Estimated float64 `json:"estimated,omitempty"`
 	// SetupUs is the mean of its requests' connection setup and teardown,
 	// part of CPUUs (TargetSummary.SetupUs).
 	SetupUs float64 `json:"setup_us"`
@@ -171,7 +172,7 @@ func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteS
 	t := g.totals
 	route := RouteSummary{
 		Route:       name,
-		Interleaved: roundTenth(interleavedShare(t)),
+		Estimated:   roundTenth(estimatedShare(t)),
 		Protocol:    t.Protocol,
 		Requests:    t.Requests,
 		CPUUs:       sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
