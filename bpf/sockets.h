@@ -77,6 +77,43 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 	count_sock_op(st);
 }
 
+/* The thread turns to op's request, which starts unless the thread goes
+ * on with it (going_on): one begun while the thread's earlier request is
+ * unanswered, in a runtime not modelled, is flagged interleaved. */
+static __always_inline void start_or_go_on(struct sock_op *op, bool going_on)
+{
+	struct conn_state *c = op->c;
+	bool interleaved = !going_on && interleaves(op->st, op->cookie);
+	turn_to_request(op, going_on);
+	if (!going_on) {
+		begin_request(c, op->cookie, op->tid);
+		if (interleaved)
+			c->rec.flags |= REQ_INTERLEAVED;
+	}
+}
+
+/* ret bytes of op's request, at offset off of its connection's stream,
+ * in the buffer its syscall named (read_buffer, call_buffer): captured to
+ * name it, HTTP/2 told by a request's first bytes (unless it goes on),
+ * and what is past the capture sent on in chunks. */
+static __always_inline void take_bytes(struct sock_op *op, __u64 off, int ret, bool going_on)
+{
+	struct conn_state *c = op->c;
+	struct thread_serving *sv = &op->st->serving;
+	/* The bytes in the buffer the syscall named; more (readv's next
+	 * buffers) are a gap to the collector. */
+	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
+	__u32 captured = 0;
+	/* The payload holds the request's first bytes, without a hole. */
+	if (off == c->rec.stream_off + c->rec.payload_len)
+		captured = capture(&c->rec, sv->read_buf, got);
+	if (!going_on && starts_http2(&c->rec))
+		c->follow_all = 1;
+	if (cfg.chunk_bytes)
+		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
+	note_goroutine(op->st, op->cookie);
+}
+
 /* ret bytes of a request read on c by thread st: a request starts, or
  * goes on, and its bytes are captured. A global function, verified once:
  * reached from both a socket tracepoint and the syscall exit (stdio), with
@@ -91,30 +128,12 @@ __attribute__((noinline)) int received(struct thread_state *st, struct conn_stat
 	/* Reading more of the request it reads costs nothing here; anything
 	 * else ends what it served before. */
 	bool reading = c->phase == PHASE_READING;
-	bool interleaved = !reading && interleaves(op->st, op->cookie);
-	turn_to_request(op, reading);
-	if (!reading) {
-		begin_request(c, op->cookie, op->tid);
-		if (interleaved)
-			c->rec.flags |= REQ_INTERLEAVED;
-	}
+	start_or_go_on(op, reading);
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
 		loop_woke(&op->st->loop, op->cookie, 0);
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
-	struct thread_serving *sv = &op->st->serving;
-	/* The bytes in the buffer the syscall named; more (readv's next
-	 * buffers) are a gap to the collector. */
-	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
-	__u32 captured = 0;
-	/* The payload holds the request's first bytes, without a hole. */
-	if (off == c->rec.stream_off + c->rec.payload_len)
-		captured = capture(&c->rec, sv->read_buf, got);
-	if (!reading && starts_http2(&c->rec))
-		c->follow_all = 1;
-	if (cfg.chunk_bytes)
-		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
-	note_goroutine(op->st, op->cookie);
+	take_bytes(op, off, ret, reading);
 	return 0;
 }
 
@@ -133,13 +152,7 @@ static __always_inline void call_written(struct sock_op *op, int ret)
 		loop_claim(op->st, op->cookie, c);
 		loop_ran(&op->st->loop, op->cookie);
 	}
-	bool interleaved = !writing && interleaves(op->st, op->cookie);
-	turn_to_request(op, writing);
-	if (!writing) {
-		begin_request(c, op->cookie, op->tid);
-		if (interleaved)
-			c->rec.flags |= REQ_INTERLEAVED;
-	}
+	start_or_go_on(op, writing);
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	struct thread_serving *sv = &op->st->serving;
@@ -147,15 +160,7 @@ static __always_inline void call_written(struct sock_op *op, int ret)
 	sv->read_len = 0;
 	if (cfg.capture_bytes)
 		call_buffer(sv);
-	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
-	__u32 captured = 0;
-	if (off == c->rec.stream_off + c->rec.payload_len)
-		captured = capture(&c->rec, sv->read_buf, got);
-	if (!writing && starts_http2(&c->rec))
-		c->follow_all = 1;
-	if (cfg.chunk_bytes)
-		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
-	note_goroutine(op->st, op->cookie);
+	take_bytes(op, off, ret, writing);
 }
 
 /* ret bytes of the answer to a client's call read by op's thread: as
