@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/profile"
 )
 

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
 	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
