@@ -163,10 +163,9 @@ static __always_inline void call_written(struct sock_op *op, int ret)
 	take_bytes(op, off, ret, writing);
 }
 
-/* ret bytes of the answer to a client's call read by op's thread: as
- * sent() for a server's response. The thread goes on with the call it
- * answers, at once or, on an asyncio loop, in its next iteration. */
-static __always_inline void answer_read(struct sock_op *op, int ret)
+/* The thread goes on with op's request, whose response (a client's call's
+ * answer) is under way: its first and last bytes are timed. */
+static __always_inline void responds(struct sock_op *op)
 {
 	struct conn_state *c = op->c;
 	turn_to_request(op, true);
@@ -175,6 +174,15 @@ static __always_inline void answer_read(struct sock_op *op, int ret)
 	if (!c->rec.first_write_ns)
 		c->rec.first_write_ns = now;
 	c->rec.end_ns = now;
+}
+
+/* ret bytes of the answer to a client's call read by op's thread: as
+ * sent() for a server's response. The thread goes on with the call it
+ * answers, at once or, on an asyncio loop, in its next iteration. */
+static __always_inline void answer_read(struct sock_op *op, int ret)
+{
+	struct conn_state *c = op->c;
+	responds(op);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	op->st->serving.wrote = 1;
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
@@ -190,12 +198,7 @@ static __always_inline void sent(struct sock_op *op, int ret)
 		loop_claim(op->st, op->cookie, c);
 		loop_ran(&op->st->loop, op->cookie);
 	}
-	turn_to_request(op, true);
-	__u64 now = bpf_ktime_get_ns();
-	c->phase = PHASE_RESPONDING;
-	if (!c->rec.first_write_ns)
-		c->rec.first_write_ns = now;
-	c->rec.end_ns = now;
+	responds(op);
 	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	op->st->serving.wrote = 1;
 	note_goroutine(op->st, op->cookie);
