@@ -113,7 +113,7 @@ FUZZ_EXECS ?= 1000000
 
 # Runs every fuzz target for FUZZ_EXECS executions, one worker each, one
 # target after another: over 95 minutes of runs on the two-CPU VM while
-# other tests ran (the README lists each target's; FuzzReadGoLayout, the
+# other tests ran (docs/FUZZING.md lists each target's; FuzzReadGoLayout, the
 # slowest, was stopped short). A crasher is written to the package's
 # testdata/fuzz, where `make test` replays it. The 2h timeout is per
 # target: go test gives a single input that hangs no other bound.

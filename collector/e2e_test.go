@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/loadgen"
-	"github.com/reqprof/reqprof/internal/nginxconf"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/internal/testservers/nginxconf"
 	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )

@@ -3,9 +3,7 @@ package collector
 import (
 	"errors"
 	"math"
-	"strings"
 
-	"github.com/reqprof/reqprof/collector/route"
 	"github.com/reqprof/reqprof/collector/stream"
 	"github.com/reqprof/reqprof/profile"
 )
@@ -284,35 +282,6 @@ func fallbackReason(err error, streamOff uint64) string {
 	}
 	return "malformed"
 }
-
-// channelName is what requests with no port came on: "unix" (a Unix
-// socket), "stdio", or "" for a TCP port.
-func channelName(flags uint32) string {
-	switch {
-	case flags&uint32(reqprofRecordFlagsREQ_STDIO) != 0:
-		return "stdio"
-	case flags&uint32(reqprofRecordFlagsREQ_UNIX) != 0:
-		return "unix"
-	}
-	return ""
-}
-
-// localName names by its channel what would be named by port 0.
-func localName(name, channel string) string {
-	if channel == "" {
-		return name
-	}
-	if name == ":0" {
-		return channel
-	}
-	if rest, ok := strings.CutSuffix(name, " :0"); ok {
-		return rest + " " + channel
-	}
-	return name
-}
-
-// fallbackName names a burst counted as one request.
-func fallbackName(d *decodedRecord) string { return route.Name(d.payload, d.localPort) }
 
 // share is one of n equal shares of a request's cost; the first share
 // takes the remainders, so that the shares sum to the whole.

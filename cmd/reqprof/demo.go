@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -93,7 +93,11 @@ func demo(args []string, stdout, stderr io.Writer) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done, err := startCollector(ctx, out.config(targets), stderr)
+	attached := make(chan struct{})
+	done, err := startCollector(ctx, out.config(targets, func(line string) {
+		fmt.Fprintln(stderr, line)
+		close(attached)
+	}, nil), attached)
 	if done == nil {
 		return err
 	}
@@ -146,17 +150,12 @@ type collectorOutcome struct {
 }
 
 // startCollector runs reqprof's collector with cfg until ctx is done, and
-// returns once it is attached, with the channel its outcome arrives on. If
-// the collector ends before it is attached, the channel is nil and the
-// error is the collector's.
-func startCollector(ctx context.Context, cfg collector.Config, stderr io.Writer) (<-chan collectorOutcome, error) {
-	attached := make(chan struct{})
+// returns once it is attached (cfg.OnAttached closes attached), with the
+// channel its outcome arrives on. If the collector ends before it is
+// attached, the channel is nil and the error is the collector's.
+func startCollector(ctx context.Context, cfg collector.Config, attached <-chan struct{}) (<-chan collectorOutcome, error) {
 	done := make(chan collectorOutcome, 1)
 	go func() {
-		cfg.OnAttached = func(line string) {
-			fmt.Fprintln(stderr, line)
-			close(attached)
-		}
 		run, err := collector.Run(ctx, cfg)
 		done <- collectorOutcome{run, err}
 	}()
