@@ -230,6 +230,20 @@ func (b *bursts) parse(conn *stream.Conn, d *decodedRecord, chunks []heldChunk, 
 		s.readBefore = append(s.readBefore, len(s.requests))
 	}
 	feedBefore(conn, d, chunks, math.MaxUint64)
+	if conn.Protocol() == stream.FastCGI {
+		// A FastCGI server answers a request only once its params have
+		// ended, so a burst never ends inside them unless bytes it read
+		// were not sent (params past the capture and chunks): the gap is
+		// taken now, breaking the Conn, and the burst counts as one
+		// request, named from its first bytes, rather than passing its
+		// CPU on to a next burst that a connection closed after its one
+		// request never has.
+		sent := d.request.BytesIn
+		if d.flags&uint32(reqprofRecordFlagsREQ_CLIENT) != 0 {
+			sent = d.request.BytesOut // a client's call: the bytes it wrote
+		}
+		conn.Skip(d.streamOff + sent)
+	}
 	take()
 	s.protocol = conn.Protocol()
 	b.requests, b.readBefore = s.requests, s.readBefore

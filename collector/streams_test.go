@@ -18,6 +18,7 @@ type burstRecord struct {
 	userNs    uint64
 	startNs   uint64
 	target    uint32
+	unsent    int // bytes the burst read after data that the programs did not send
 }
 
 const testCapture = 64
@@ -27,7 +28,7 @@ func (b burstRecord) records(t *testing.T) [][]byte {
 	payload := b.data[:min(len(b.data), testCapture)]
 	in := reqprofRequestRecord{
 		Conn: b.conn, StreamOff: b.streamOff, StartNs: b.startNs + 1, EndNs: b.startNs + 2, Target: b.target,
-		LocalPort: 8080, PayloadLen: uint16(len(payload)), BytesIn: uint64(len(b.data)),
+		LocalPort: 8080, PayloadLen: uint16(len(payload)), BytesIn: uint64(len(b.data) + b.unsent),
 	}
 	in.Cost.UserNs = b.userNs
 	copy(in.Payload[:], payload)
@@ -204,5 +205,61 @@ func TestBurstsBoundConnections(t *testing.T) {
 	}
 	if dropped := b.chunk(5, 0, make([]byte, maxHeldChunkBytes+1)); !dropped {
 		t.Error("a chunk past the bound held for a connection was kept")
+	}
+}
+
+// fcgiRecord is a FastCGI record as a client writes it, unpadded.
+func fcgiRecord(typ byte, id uint16, content string) string {
+	return string([]byte{1, typ, byte(id >> 8), byte(id), byte(len(content) >> 8), byte(len(content)), 0, 0}) + content
+}
+
+// fcgiRequest is a request of id with these params, in one record, and no
+// body, as nginx sends a GET.
+func fcgiRequest(id uint16, params ...string) string {
+	var p strings.Builder
+	for i := 0; i+1 < len(params); i += 2 {
+		p.WriteString(string([]byte{byte(len(params[i])), byte(len(params[i+1]))}) + params[i] + params[i+1])
+	}
+	return fcgiRecord(1, id, "\x00\x01\x00\x00\x00\x00\x00\x00") + fcgiRecord(4, id, p.String()) + fcgiRecord(4, id, "") + fcgiRecord(5, id, "")
+}
+
+// FastCGI: a request a connection (nginx's default) and requests of a
+// connection kept open (fastcgi_keep_conn, where php-fpm reads the last
+// request's empty STDIN at the start of the next burst) are each counted
+// and named by their params; params longer than what the programs send
+// count one request a burst, named from the bytes that came.
+func TestBurstsOfFastCGI(t *testing.T) {
+	filler := strings.Repeat("v", 100)
+	a := fcgiRequest(1, "REQUEST_METHOD", "GET", "REQUEST_URI", "/light.php?id=1", "X", filler)
+	b := fcgiRequest(1, "REQUEST_METHOD", "GET", "SCRIPT_NAME", "/heavy.php", "X", filler)
+	// Its method and URI within the payload (testCapture bytes).
+	short := fcgiRequest(1, "REQUEST_METHOD", "GET", "REQUEST_URI", "/x?1", "X", filler)
+	stdin := fcgiRecord(5, 1, "")
+	bursts := []burstRecord{
+		{conn: 1, data: a, userNs: 100},
+		{conn: 2, data: b, userNs: 100},
+		{conn: 3, data: a[:len(a)-len(stdin)], userNs: 100},
+		{conn: 3, streamOff: uint64(len(a) - len(stdin)), data: stdin + b, userNs: 100},
+		{conn: 4, data: short[:80], unsent: len(short) - 80, userNs: 100},
+	}
+	res := newConsumeResult(1)
+	for i, burst := range bursts {
+		for _, rec := range burst.records(t) {
+			res.decode(rec)
+		}
+		if i == len(bursts)-1 || bursts[i+1].conn != burst.conn {
+			res.decode(chunkRecordBytes(t, reqprofRecordKindRECORD_CLOSED, 0, burst.conn, 0, ""))
+		}
+	}
+	got := res.finished[0]
+	if c := routeCounts(got); c["GET /light.php fastcgi"] != 2 || c["GET /heavy.php fastcgi"] != 2 || c["GET /x fastcgi"] != 1 ||
+		got.totals.Requests != 5 {
+		t.Errorf("routes %v, want two GET /light.php, two GET /heavy.php and a GET /x, over fastcgi", c)
+	}
+	if got.totals.UserNs != 500 {
+		t.Errorf("user ns %d, want all five bursts' 500", got.totals.UserNs)
+	}
+	if len(res.perBurst[0]) != 1 || res.perBurst[0]["bytes missing where needed"] != 1 {
+		t.Errorf("per burst %v, want the burst whose params went past what was sent", res.perBurst[0])
 	}
 }
