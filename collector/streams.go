@@ -147,12 +147,15 @@ type split struct {
 func (b *bursts) burst(d *decodedRecord) (split, *followed) {
 	f := b.conns[d.request.Conn]
 	chunked := d.flags&uint32(reqprofRecordFlagsREQ_CHUNKED) != 0
-	if len(d.payload) == 0 && !chunked {
+	if len(d.payload) == 0 {
 		// Read into a buffer the programs never saw (the read began
-		// before the window): one request, as counted. The stream starts
-		// again where the next burst does.
+		// before the window): one request, as counted, whatever later
+		// reads of the burst sent as chunks (php-fpm reads a request a
+		// record at a time, the first read blocked at attach on a
+		// connection nginx keeps). The stream starts again where the next
+		// burst does.
 		if f != nil {
-			f.conn = nil
+			f.conn, f.chunks, f.held = nil, nil, 0
 		}
 		return split{fallback: "bytes not captured (a read begun before attach)"}, f
 	}
