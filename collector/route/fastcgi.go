@@ -162,6 +162,18 @@ func (p *FastCGIParams) Between() bool { return p.at == atNameLength && p.lenByt
 // Write decodes the next bytes of the params stream.
 func (p *FastCGIParams) Write(b []byte) {
 	for len(b) > 0 {
+		// A pair with one-byte lengths whole in b (nginx's are, but
+		// for long values) is read where it lies.
+		if p.at == atNameLength && p.lenBytes == 0 && len(b) >= 2 && b[0] < 0x80 && b[1] < 0x80 {
+			if n := 2 + int(b[0]) + int(b[1]); n <= len(b) {
+				if i := namingParam(b[2 : 2+b[0]]); i >= 0 {
+					p.values[i] = append(p.values[i][:0], b[2+b[0]:n]...)
+					p.cut &^= 1 << i // a value below 128 bytes is kept whole
+				}
+				b = b[n:]
+				continue
+			}
+		}
 		switch p.at {
 		case atNameLength, atValueLength:
 			c := b[0]
@@ -212,15 +224,12 @@ func (p *FastCGIParams) settle() {
 	if p.at == atName && p.got == p.nameLen {
 		p.field = -1
 		if p.nameLen <= maxNamingParam {
-			for i, want := range namingParamNames {
-				if string(p.name[:p.nameLen]) == want {
-					p.field = int8(i)
-					p.values[i] = p.values[i][:0]
-					p.cut &^= 1 << i
-					if p.valueLen > MaxFastCGIValue {
-						p.cut |= 1 << i
-					}
-					break
+			if i := namingParam(p.name[:p.nameLen]); i >= 0 {
+				p.field = int8(i)
+				p.values[i] = p.values[i][:0]
+				p.cut &^= 1 << i
+				if p.valueLen > MaxFastCGIValue {
+					p.cut |= 1 << i
 				}
 			}
 		}
@@ -229,6 +238,24 @@ func (p *FastCGIParams) settle() {
 	if p.at == atValue && p.got == p.valueLen {
 		p.at, p.field = atNameLength, -1
 	}
+}
+
+// namingParam is the index of the naming param called name, or -1.
+func namingParam(name []byte) int {
+	switch len(name) {
+	case len("REQUEST_METHOD"):
+		if string(name) == "REQUEST_METHOD" {
+			return paramMethod
+		}
+	case len("REQUEST_URI"): // and SCRIPT_NAME
+		switch string(name) {
+		case "REQUEST_URI":
+			return paramURI
+		case "SCRIPT_NAME":
+			return paramScript
+		}
+	}
+	return -1
 }
 
 // AppendName appends the name of the request whose whole params p decoded
