@@ -17,10 +17,11 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Debian packages the build, the generate check and the root tests use:
 # real servers and their load generators, a browser for the page test,
-# Prometheus to scrape reqprof serve, and tmux for the live view's test.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi nodejs
+# Prometheus to scrape reqprof serve, tmux for the live view's test, and
+# php-fpm behind nginx for FastCGI.
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi nodejs php8.2-fpm
 # Commands standing for them.
-DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux node
+DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux node php-fpm8.2
 
 .PHONY: build generate check-generate deps vet test demo fuzz bench
 
@@ -55,6 +56,7 @@ deps:
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
 		$(SUDO) service redis-server stop >/dev/null 2>&1 || true; \
 		$(SUDO) service prometheus stop >/dev/null 2>&1 || true; \
+		$(SUDO) service php8.2-fpm stop >/dev/null 2>&1 || true; \
 	fi
 
 vet:
@@ -92,10 +94,12 @@ FUZZ_TARGETS := \
 	./collector:FuzzPythonRuntime \
 	./collector/route:FuzzName \
 	./collector/route:FuzzJSONMethod \
+	./collector/route:FuzzFastCGIParams \
 	./collector/stream:FuzzConnHTTP1 \
 	./collector/stream:FuzzConnH2 \
 	./collector/stream:FuzzConnRESP \
 	./collector/stream:FuzzConnJSONRPC \
+	./collector/stream:FuzzConnFastCGI \
 	./collector/symbols:FuzzParsePerfMap \
 	./collector/symbols:FuzzParseMapsLine \
 	./collector/symbols:FuzzParseKallsyms \

@@ -18,6 +18,11 @@ type burstRecord struct {
 	userNs    uint64
 	startNs   uint64
 	target    uint32
+	unsent    int // bytes the burst read after data that the programs did not send
+	// unseen: the first bytes of data came in a read begun before the
+	// window, whose buffer the programs never saw: no payload, and the
+	// rest in chunks.
+	unseen int
 }
 
 const testCapture = 64
@@ -25,14 +30,18 @@ const testCapture = 64
 func (b burstRecord) records(t *testing.T) [][]byte {
 	t.Helper()
 	payload := b.data[:min(len(b.data), testCapture)]
+	from := len(payload) // where the chunks start
+	if b.unseen > 0 {
+		payload, from = "", b.unseen
+	}
 	in := reqprofRequestRecord{
 		Conn: b.conn, StreamOff: b.streamOff, StartNs: b.startNs + 1, EndNs: b.startNs + 2, Target: b.target,
-		LocalPort: 8080, PayloadLen: uint16(len(payload)), BytesIn: uint64(len(b.data)),
+		LocalPort: 8080, PayloadLen: uint16(len(payload)), BytesIn: uint64(len(b.data) + b.unsent),
 	}
 	in.Cost.UserNs = b.userNs
 	copy(in.Payload[:], payload)
 	var out [][]byte
-	for off := len(payload); off < len(b.data); off += 100 {
+	for off := from; off < len(b.data); off += 100 {
 		in.Flags |= uint32(reqprofRecordFlagsREQ_CHUNKED)
 		end := min(off+100, len(b.data))
 		out = append(out, chunkRecordBytes(t, reqprofRecordKindRECORD_CHUNK, b.target, b.conn, b.streamOff+uint64(off), b.data[off:end]))
@@ -204,5 +213,68 @@ func TestBurstsBoundConnections(t *testing.T) {
 	}
 	if dropped := b.chunk(5, 0, make([]byte, maxHeldChunkBytes+1)); !dropped {
 		t.Error("a chunk past the bound held for a connection was kept")
+	}
+}
+
+// fcgiRecord is a FastCGI record as a client writes it, unpadded.
+func fcgiRecord(typ byte, id uint16, content string) string {
+	return string([]byte{1, typ, byte(id >> 8), byte(id), byte(len(content) >> 8), byte(len(content)), 0, 0}) + content
+}
+
+// fcgiRequest is a request of id with these params, in one record, and no
+// body, as nginx sends a GET.
+func fcgiRequest(id uint16, params ...string) string {
+	var p strings.Builder
+	for i := 0; i+1 < len(params); i += 2 {
+		p.WriteString(string([]byte{byte(len(params[i])), byte(len(params[i+1]))}) + params[i] + params[i+1])
+	}
+	return fcgiRecord(1, id, "\x00\x01\x00\x00\x00\x00\x00\x00") + fcgiRecord(4, id, p.String()) + fcgiRecord(4, id, "") + fcgiRecord(5, id, "")
+}
+
+// FastCGI: a request a connection (nginx's default) and requests of a
+// connection kept open (fastcgi_keep_conn, where php-fpm reads the last
+// request's empty STDIN at the start of the next burst) are each counted
+// and named by their params; params longer than what the programs send,
+// or a burst whose first read began before attach, count one request a
+// burst, named from the bytes that came, and the stream is followed again
+// from the next burst.
+func TestBurstsOfFastCGI(t *testing.T) {
+	filler := strings.Repeat("v", 100)
+	a := fcgiRequest(1, "REQUEST_METHOD", "GET", "REQUEST_URI", "/light.php?id=1", "X", filler)
+	b := fcgiRequest(1, "REQUEST_METHOD", "GET", "SCRIPT_NAME", "/heavy.php", "X", filler)
+	// Its method and URI within the payload (testCapture bytes).
+	short := fcgiRequest(1, "REQUEST_METHOD", "GET", "REQUEST_URI", "/x?1", "X", filler)
+	stdin := fcgiRecord(5, 1, "")
+	bursts := []burstRecord{
+		{conn: 1, data: a, userNs: 100},
+		{conn: 2, data: b, userNs: 100},
+		{conn: 3, data: a[:len(a)-len(stdin)], userNs: 100},
+		{conn: 3, streamOff: uint64(len(a) - len(stdin)), data: stdin + b, userNs: 100},
+		{conn: 4, data: short[:80], unsent: len(short) - 80, userNs: 100},
+	}
+	// Attached while a worker was blocked reading a kept connection: that
+	// burst's first read is unseen, its later ones sent as chunks.
+	bursts = append(bursts,
+		burstRecord{conn: 5, data: stdin + a, unseen: len(stdin) + 8, userNs: 100},
+		burstRecord{conn: 5, streamOff: uint64(len(stdin) + len(a)), data: b, userNs: 100})
+	res := newConsumeResult(1)
+	for i, burst := range bursts {
+		for _, rec := range burst.records(t) {
+			res.decode(rec)
+		}
+		if i == len(bursts)-1 || bursts[i+1].conn != burst.conn {
+			res.decode(chunkRecordBytes(t, reqprofRecordKindRECORD_CLOSED, 0, burst.conn, 0, ""))
+		}
+	}
+	got := res.finished[0]
+	if c := routeCounts(got); c["GET /light.php fastcgi"] != 2 || c["GET /heavy.php fastcgi"] != 3 || c["GET /x fastcgi"] != 1 ||
+		c[":8080 unknown"] != 1 || got.totals.Requests != 7 {
+		t.Errorf("routes %v, want two GET /light.php, three GET /heavy.php and a GET /x, over fastcgi, and one burst by port", c)
+	}
+	if got.totals.UserNs != 700 {
+		t.Errorf("user ns %d, want all seven bursts' 700", got.totals.UserNs)
+	}
+	if len(res.perBurst[0]) != 2 || res.perBurst[0]["bytes missing where needed"] != 1 || res.perBurst[0]["bytes not captured (a read begun before attach)"] != 1 {
+		t.Errorf("per burst %v, want the burst whose params went past what was sent and the one whose first read was unseen", res.perBurst[0])
 	}
 }

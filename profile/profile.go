@@ -12,7 +12,7 @@ type Request struct {
 	TID        uint32
 	Conn       uint64        // opaque connection identity (socket cookie)
 	Route      string        // what it asked for ("GET /users/{id}"), or ":PORT"
-	Protocol   string        // how it came: "http1", "h2", "grpc", "resp", "jsonrpc"; "" unknown
+	Protocol   string        // how it came: "http1", "h2", "grpc", "resp", "jsonrpc", "fastcgi"; "" unknown
 	Port       uint16        // the local port it came in on
 	Start      time.Duration // monotonic clock: its first bytes read
 	FirstWrite time.Duration // monotonic clock: its first response bytes written
