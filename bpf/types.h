@@ -241,6 +241,21 @@ struct cost {
 	struct syscall_slot syscalls[SYSCALL_SLOTS];
 };
 
+/* The part of a request's cost that was its tail: the CPU after its last
+ * write until its thread turned to other work, settled into its cost; with
+ * the runs of reqprof's own programs counted in it (as in struct cost, the
+ * switches aside: a tail's waiting is not its request's), so that the
+ * collector takes their cost out of it as out of the whole. */
+struct tail_cost {
+	__u64 cpu_ns;
+	__u32 syscalls;
+	__u32 sock_ops;
+	__u32 wakeups;
+	__u32 interrupts;
+	__u32 pool_probes;
+	__u32 page_faults;
+};
+
 /* A peer of an outbound connection: its address (IPv4 in the first 4
  * bytes), port, and family (AF_UNIX: a Unix socket, no address). */
 struct backend_peer {
@@ -269,6 +284,7 @@ struct request_record {
 	/* REQ_CLIENT: the peer it called; zero for a served request. */
 	struct backend_peer peer;
 	struct cost cost;
+	struct tail_cost tail; /* part of cost */
 	__u32 tgid;
 	__u32 tid; /* thread that read its first bytes */
 	__u32 flags; /* enum record_flags */

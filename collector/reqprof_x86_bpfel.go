@@ -262,6 +262,7 @@ type reqprofRequestRecord struct {
 	SetupNs      uint64
 	Peer         reqprofBackendPeer
 	Cost         reqprofCost
+	Tail         reqprofTailCost
 	Tgid         uint32
 	Tid          uint32
 	Flags        uint32
@@ -351,6 +352,17 @@ type reqprofSyscallSlot struct {
 	Nr    uint32
 	Calls uint32
 	Ns    uint64
+}
+
+type reqprofTailCost struct {
+	_          structs.HostLayout
+	CpuNs      uint64
+	Syscalls   uint32
+	SockOps    uint32
+	Wakeups    uint32
+	Interrupts uint32
+	PoolProbes uint32
+	PageFaults uint32
 }
 
 type reqprofTargetRole uint32
