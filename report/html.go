@@ -96,7 +96,9 @@ type htmlPage struct {
 	// Differentials are flame graphs of targets' stack samples against
 	// the first target's.
 	Differentials []htmlFlame
-	Overhead      string
+	// OverheadTitle heads what reqprof itself cost, Overhead's lines.
+	OverheadTitle string
+	Overhead      []string
 	Spread        *htmlTable
 }
 
@@ -104,7 +106,7 @@ type htmlTable struct {
 	Title  string
 	Header []string
 	Rows   [][]string
-	Note   string // said under the table
+	Notes  []string // said under the table, a paragraph each
 }
 
 type htmlLegend struct{ Name, Color string }
@@ -145,7 +147,8 @@ type htmlTarget struct {
 	Name, Process, About string
 	Sample               string // says the percentiles and histogram come from a sample, when they do
 	Tables               []htmlTable
-	CPUSeen              string
+	SelfCost             string
+	CPUSeen              []string
 	Setup                string
 	Sources              *htmlTable
 	Waits                string
@@ -199,14 +202,17 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 			Process: fmt.Sprintf("pid %d (%s)", t.PID, t.Comm),
 			About: fmt.Sprintf("%s %s, %s req/s", groupDigits(strconv.Itoa(t.Requests)),
 				plural(t.Requests, "finished request", "finished requests"), tenths(t.RequestsPerS)),
-			Sample:  sampleNote(t, "percentiles and the histogram"),
-			CPUSeen: cpuSeenLine(t),
-			Setup:   setupLine(t),
-			Waits:   waitsLine(t),
+			Sample:   sampleNote(t, "percentiles and the histogram"),
+			SelfCost: selfCostLine(t, s.Overhead, s.DurationS),
+			CPUSeen:  cpuSeenLines(t),
+			Waits:    waitsLine(t),
+		}
+		if t.TimeSplitUs == nil {
+			ht.Setup = setupLine(t)
 		}
 		if t.Requests > 0 {
 			header, rows := distCells(t)
-			ht.Tables = append(ht.Tables, htmlTable{Title: "µs per finished request", Header: header, Rows: rows, Note: timeSplit(t)})
+			ht.Tables = append(ht.Tables, htmlTable{Title: distTitle, Header: header, Rows: rows, Notes: trimmed(timeSplit(t))})
 		}
 		if header, rows := kernelCostCells(t, false); rows != nil {
 			ht.Tables = append(ht.Tables, htmlTable{Title: kernelCostTitle(s.SyscallEntryNs), Header: header, Rows: rows})
@@ -253,13 +259,29 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 	}
 	page.Differentials = differentialFlames(s.Targets, names)
 	if s.Overhead != nil {
-		page.Overhead = overheadText(s.Overhead)
+		lines := overheadLines(s.Overhead, s.DurationS)
+		page.OverheadTitle = strings.TrimSuffix(lines[0], ":")
+		for _, line := range lines[1:] {
+			page.Overhead = append(page.Overhead, strings.TrimSpace(line))
+		}
+		if w := otherReqprofsWarning(s.Overhead); w != "" {
+			page.Warnings = append(page.Warnings, w)
+		}
 	}
 	if len(s.Spread) > 0 {
 		header, rows := spreadCells(s.Spread)
 		page.Spread = &htmlTable{Title: spreadTitle, Header: header, Rows: rows}
 	}
 	return page, nil
+}
+
+// trimmed is lines without the spaces that indent them on a terminal.
+func trimmed(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.TrimSpace(l)
+	}
+	return out
 }
 
 // noHistogram says why t has no histogram to draw.
@@ -392,9 +414,10 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{with .Sample}}<p class="about">{{.}}</p>
 {{end}}{{range .Tables}}<h4>{{.Title}}</h4>
 {{template "table" .}}
-{{with .Note}}<p>{{.}}</p>
-{{end}}{{end}}<p class="cpu-seen">{{.CPUSeen}}</p>
-{{with .Sources}}<h4>{{.Title}}</h4>
+{{range .Notes}}<p class="time-split">{{.}}</p>
+{{end}}{{end}}{{with .SelfCost}}<p class="self-cost">{{.}}</p>
+{{end}}{{range .CPUSeen}}<p class="cpu-seen">{{.}}</p>
+{{end}}{{with .Sources}}<h4>{{.Title}}</h4>
 {{template "table" .}}
 {{end}}{{with .Setup}}<p class="setup">{{.}}</p>
 {{end}}{{with .Waits}}<p class="waits">{{.}}</p>
@@ -417,8 +440,8 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{template "chart" .Chart}}
 </section>
 {{end}}
-{{with .Overhead}}<h2>reqprof's own cost</h2>
-<p class="overhead">{{.}}</p>
+{{with .OverheadTitle}}<h2>{{.}}</h2>
+{{end}}{{range .Overhead}}<p class="overhead">{{.}}</p>
 {{end}}
 {{with .Spread}}<h2>{{.Title}}</h2>
 {{template "table" .}}{{end}}

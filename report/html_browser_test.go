@@ -144,7 +144,7 @@ func TestHTMLInChromium(t *testing.T) {
 			">CPU per request (µs), log scale</text>", ">requests</text>",
 			`<h4 class="chart-title">CPU per request: histogram</h4>`,
 			"<td>worker</td><td>8</td>", "<h4>unattributed CPU by thread name, largest first</h4>",
-			">reqprof's own cost</h2>",
+			">reqprof's own cost on the whole machine over the 10.0 s window</h2>",
 		} {
 			if !strings.Contains(dom, label) {
 				t.Errorf("browser built no %q", label)
