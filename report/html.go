@@ -15,7 +15,8 @@ import (
 
 // WriteHTML writes s as a page that needs nothing but itself, to be opened
 // from a file or mailed: its style is inline, its charts are SVG drawn
-// here, and it runs no script. It shows the comparison table (of
+// here, and its one script, inline too, only lays flame graphs out at the
+// page's width and zooms them (flameScript), when there are any. It shows the comparison table (of
 // s.Comparison, as Summarize, Combine or the caller set it), a bar per
 // target of its mean CPU per request split into user time and kinds of
 // kernel time, the targets' CPU histograms (overlaid on one axis when
@@ -100,6 +101,9 @@ type htmlPage struct {
 	OverheadTitle string
 	Overhead      []string
 	Spread        *htmlTable
+	// Script lays flame graphs out and zooms them; empty on a page
+	// without any.
+	Script template.JS
 }
 
 type htmlTable struct {
@@ -258,6 +262,9 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 		page.Distributions = &figure
 	}
 	page.Differentials = differentialFlames(s.Targets, names)
+	if len(page.Differentials) > 0 || slices.ContainsFunc(page.Targets, func(t htmlTarget) bool { return len(t.Flames) > 0 }) {
+		page.Script = flameScript
+	}
 	if s.Overhead != nil {
 		lines := overheadLines(s.Overhead, s.DurationS)
 		page.OverheadTitle = strings.TrimSuffix(lines[0], ":")
@@ -387,8 +394,14 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 svg text.tick { fill: #555; }
 svg line.axis, svg line.tick { stroke: #555; }
 svg line.grid { stroke: #e4e4e4; }
+svg.flame { display: block; }
 svg.flame text.frame { font-size: 11px; fill: #111; pointer-events: none; }
+svg.flame text.on-dark { fill: #fff; }
+svg.flame g.frame { cursor: pointer; }
 svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
+svg.flame g.caller rect { fill-opacity: 0.5; }
+.flame-bar { margin: 4px 0 12px; min-height: 1.5em; }
+.flame-details { font: 12px ui-monospace, monospace; color: #333; }
 .legend span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 12px; vertical-align: middle; }
 </style>
 </head>
@@ -427,7 +440,7 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{end}}{{end}}{{with .StacksTitle}}<h4 class="stacks-title">{{.}}</h4>
 {{end}}{{range .Flames}}<section class="flame">
 <h4 class="chart-title">{{.Title}}</h4>
-{{template "chart" .Chart}}
+{{template "flame" .Chart}}
 {{with .Note}}<p class="note">{{.}}</p>
 {{end}}{{with .Table}}{{template "table" .}}
 {{end}}</section>
@@ -437,7 +450,7 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{range .Differentials}}<section class="differential">
 <h2 class="chart-title">Differential flame graph</h2>
 <p>{{.Title}}</p>
-{{template "chart" .Chart}}
+{{template "flame" .Chart}}
 </section>
 {{end}}
 {{with .OverheadTitle}}<h2>{{.}}</h2>
@@ -445,7 +458,8 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{end}}
 {{with .Spread}}<h2>{{.Title}}</h2>
 {{template "table" .}}{{end}}
-</body>
+{{with .Script}}<script>{{.}}</script>
+{{end}}</body>
 </html>
 {{define "table"}}<table>
 <tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
@@ -455,6 +469,9 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{end}}{{if .Chart.Width}}{{template "chart" .Chart}}
 {{end}}{{range .Notes}}<p class="note">{{.}}</p>
 {{end}}{{end}}
+{{define "flame"}}<svg xmlns="http://www.w3.org/2000/svg" class="flame" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" data-samples="{{.Samples}}">
+{{range .Frames}}<g class="frame" data-from="{{.From}}" data-samples="{{.Samples}}" data-depth="{{.Depth}}"><rect class="frame" x="{{.X}}" y="{{.Y}}" width="{{.BoxW}}" height="{{.H}}" fill="{{.Color}}"><title>{{.Title}}</title></rect><text class="frame{{if .Dark}} on-dark{{end}}" x="{{.TX}}" y="{{.TY}}" data-label="{{.Label}}">{{.Fit}}</text></g>
+{{end}}</svg>{{end}}
 {{define "chart"}}<svg xmlns="http://www.w3.org/2000/svg"{{with .Class}} class="{{.}}"{{end}} width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}">
 {{range .Lines}}<line class="{{.Class}}" x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}"/>
 {{end}}{{range .Bars}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Color}}"{{with .Opacity}} fill-opacity="{{.}}"{{end}}{{if eq .Class "bin"}} data-count="{{.Count}}"{{end}}{{if eq .Class "share"}} data-series="{{.Series}}" data-share="{{.Share}}"{{end}}><title>{{.Title}}</title></rect>
