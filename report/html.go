@@ -228,7 +228,7 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 			ht.Sources = &htmlTable{Title: sourcesTitle, Header: header, Rows: rows}
 		}
 		if t.Stacks != nil {
-			ht.StacksTitle = stacksTitle(t.Stacks)
+			ht.StacksTitle = stacksTitle(t.Stacks, ownTakenOut(t))
 			if t.Stacks.Samples == 0 {
 				ht.StacksTitle = noStackSamples
 			}

@@ -268,3 +268,17 @@ func TestDarkFlameColours(t *testing.T) {
 		}
 	}
 }
+
+// Figures net of reqprof's own cost value the samples at a mean cpu that
+// leaves its programs out, while the samples catch them: the title says
+// so, and only then.
+func TestStacksTitleSaysOwnProgramsAreSampled(t *testing.T) {
+	st := &StacksSummary{Samples: 10, Hz: 999}
+	const note = "the samples catch reqprof's own programs too (bpf_ frames), which the mean cpu leaves out"
+	if title := stacksTitle(st, true); !strings.HasSuffix(title, "; "+note) {
+		t.Errorf("net figures: title %q lacks %q", title, note)
+	}
+	if title := stacksTitle(st, false); strings.Contains(title, "bpf_") {
+		t.Errorf("gross figures: title %q speaks of the own programs", title)
+	}
+}

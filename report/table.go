@@ -86,7 +86,7 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	}
 	writeClients(b, t)
 	writeBackends(b, t)
-	if err := writeStacks(b, t.Stacks); err != nil {
+	if err := writeStacks(b, t.Stacks, ownTakenOut(t)); err != nil {
 		return err
 	}
 
@@ -484,6 +484,9 @@ func writePerBurst(b *bytes.Buffer, perBurst map[string]uint64) {
 	fmt.Fprintf(b, "counted one per burst of their connection, its bytes not followed: %s %s (%s)\n",
 		groupDigits(strconv.FormatUint(total, 10)), plural(int(total), "request", "requests"), strings.Join(parts, "; "))
 }
+
+// ownTakenOut says t's figures are net of reqprof's own cost.
+func ownTakenOut(t TargetSummary) bool { return t.SelfCostUs != nil && t.SelfCostUs.TakenOut }
 
 // selfCostLine says what reqprof's own cost was in a target's requests,
 // whether it was taken out of their figures, and what it rests on: each
