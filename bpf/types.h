@@ -197,6 +197,21 @@ struct cost {
 	struct syscall_slot syscalls[SYSCALL_SLOTS];
 };
 
+/* The part of a request's cost that was its tail: the CPU after its last
+ * write until its thread turned to other work, settled into its cost; with
+ * the runs of reqprof's own programs counted in it (as in struct cost, the
+ * switches aside: a tail's waiting is not its request's), so that the
+ * collector takes their cost out of it as out of the whole. */
+struct tail_cost {
+	__u64 cpu_ns;
+	__u32 syscalls;
+	__u32 sock_ops;
+	__u32 wakeups;
+	__u32 interrupts;
+	__u32 pool_probes;
+	__u32 page_faults;
+};
+
 /* A peer of an outbound connection: its address (IPv4 in the first 4
  * bytes), port, and family (AF_UNIX: a Unix socket, no address). */
 struct backend_peer {
@@ -225,6 +240,7 @@ struct request_record {
 	/* REQ_CLIENT: the peer it called; zero for a served request. */
 	struct backend_peer peer;
 	struct cost cost;
+	struct tail_cost tail; /* part of cost */
 	__u32 tgid;
 	__u32 tid; /* thread that read its first bytes */
 	__u32 flags; /* enum record_flags */
@@ -674,6 +690,7 @@ MIRRORED_STRUCT(target_stats);
 MIRRORED_STRUCT(conn_state);
 MIRRORED_STRUCT(thread_state);
 MIRRORED_STRUCT(cost);
+MIRRORED_STRUCT(tail_cost);
 MIRRORED_STRUCT(syscall_slot);
 MIRRORED_STRUCT(go_layout);
 MIRRORED_ENUM(limits);

@@ -262,6 +262,7 @@ type reqprofRequestRecord struct {
 	SetupNs      uint64
 	Peer         reqprofBackendPeer
 	Cost         reqprofCost
+	Tail         reqprofTailCost
 	Tgid         uint32
 	Tid          uint32
 	Flags        uint32
@@ -351,6 +352,17 @@ type reqprofSyscallSlot struct {
 	Nr    uint32
 	Calls uint32
 	Ns    uint64
+}
+
+type reqprofTailCost struct {
+	_          structs.HostLayout
+	CpuNs      uint64
+	Syscalls   uint32
+	SockOps    uint32
+	Wakeups    uint32
+	Interrupts uint32
+	PoolProbes uint32
+	PageFaults uint32
 }
 
 type reqprofTargetRole uint32
@@ -569,6 +581,7 @@ const (
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
 	reqprofVarUnusedStdioKey       = "unused_stdio_key"
 	reqprofVarUnusedSyscallSlot    = "unused_syscall_slot"
+	reqprofVarUnusedTailCost       = "unused_tail_cost"
 	reqprofVarUnusedTargetRole     = "unused_target_role"
 	reqprofVarUnusedTargetStats    = "unused_target_stats"
 	reqprofVarUnusedThreadState    = "unused_thread_state"
@@ -714,6 +727,7 @@ type reqprofVariableSpecs struct {
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
 	UnusedStdioKey       *ebpf.VariableSpec `ebpf:"unused_stdio_key"`
 	UnusedSyscallSlot    *ebpf.VariableSpec `ebpf:"unused_syscall_slot"`
+	UnusedTailCost       *ebpf.VariableSpec `ebpf:"unused_tail_cost"`
 	UnusedTargetRole     *ebpf.VariableSpec `ebpf:"unused_target_role"`
 	UnusedTargetStats    *ebpf.VariableSpec `ebpf:"unused_target_stats"`
 	UnusedThreadState    *ebpf.VariableSpec `ebpf:"unused_thread_state"`
@@ -838,6 +852,7 @@ type reqprofVariables struct {
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
 	UnusedStdioKey       *ebpf.Variable `ebpf:"unused_stdio_key"`
 	UnusedSyscallSlot    *ebpf.Variable `ebpf:"unused_syscall_slot"`
+	UnusedTailCost       *ebpf.Variable `ebpf:"unused_tail_cost"`
 	UnusedTargetRole     *ebpf.Variable `ebpf:"unused_target_role"`
 	UnusedTargetStats    *ebpf.Variable `ebpf:"unused_target_stats"`
 	UnusedThreadState    *ebpf.Variable `ebpf:"unused_thread_state"`

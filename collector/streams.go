@@ -328,11 +328,13 @@ func share(r profile.Request, n int, first bool) profile.Request {
 	r.BytesIn = part(r.BytesIn)
 	r.BytesOut = part(r.BytesOut)
 	r.SetupNs = part(r.SetupNs)
+	r.TailNs = part(r.TailNs)
+	r.TailSelfNs = part(r.TailSelfNs)
 	return r
 }
 
 // merge adds a carried burst's cost to r, which then starts where the
-// carried one did.
+// carried one did: the carried burst's tail is in r's latency, no tail.
 func merge(r, carried profile.Request) profile.Request {
 	r.UserNs += carried.UserNs
 	r.SelfNs += carried.SelfNs

@@ -16,6 +16,7 @@ type burstRecord struct {
 	streamOff uint64
 	data      string
 	userNs    uint64
+	tailNs    uint64 // of userNs, after its last write
 	startNs   uint64
 	target    uint32
 	unsent    int // bytes the burst read after data that the programs did not send
@@ -39,6 +40,7 @@ func (b burstRecord) records(t *testing.T) [][]byte {
 		LocalPort: 8080, PayloadLen: uint16(len(payload)), BytesIn: uint64(len(b.data) + b.unsent),
 	}
 	in.Cost.UserNs = b.userNs
+	in.Tail.CpuNs = b.tailNs
 	copy(in.Payload[:], payload)
 	var out [][]byte
 	for off := from; off < len(b.data); off += 100 {
@@ -76,14 +78,15 @@ func get(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\
 
 func TestBurstOfPipelinedRequests(t *testing.T) {
 	burst := strings.Repeat(get("/a")+get("/b"), 8) // 16 requests, past the capture: chunks carry the rest
-	res := consumeBursts(t, burstRecord{conn: 1, data: burst, userNs: 16_001})
+	res := consumeBursts(t, burstRecord{conn: 1, data: burst, userNs: 16_001, tailNs: 1_601})
 	got := res.finished[0]
 	if c := routeCounts(got); c["GET /a http1"] != 8 || c["GET /b http1"] != 8 || got.totals.Requests != 16 {
 		t.Errorf("routes %v, want 8 of GET /a and 8 of GET /b, over http1", c)
 	}
-	// The burst's CPU is shared out, none lost.
-	if got.totals.UserNs != 16_001 {
-		t.Errorf("user ns %d in all, want the burst's 16,001", got.totals.UserNs)
+	// The burst's CPU is shared out, none lost, and so is its tail, after
+	// every one of its requests' last byte.
+	if got.totals.UserNs != 16_001 || got.totals.TailNs != 1_601 {
+		t.Errorf("user ns %d in all, %d of it in tails; want the burst's 16,001 and 1,601", got.totals.UserNs, got.totals.TailNs)
 	}
 	if len(res.perBurst[0]) != 0 {
 		t.Errorf("counted per burst: %v", res.perBurst[0])
@@ -95,12 +98,16 @@ func TestBurstOfPipelinedRequests(t *testing.T) {
 func TestBurstCarriesHalfARequest(t *testing.T) {
 	req := get("/split")
 	res := consumeBursts(t,
-		burstRecord{conn: 7, data: req[:10], userNs: 300, startNs: 100},
-		burstRecord{conn: 7, streamOff: 10, data: req[10:], userNs: 700, startNs: 200},
+		burstRecord{conn: 7, data: req[:10], userNs: 300, tailNs: 30, startNs: 100},
+		burstRecord{conn: 7, streamOff: 10, data: req[10:], userNs: 700, tailNs: 70, startNs: 200},
 	)
 	got := res.finished[0]
 	if got.totals.Requests != 1 || got.totals.UserNs != 1_000 || routeCounts(got)["GET /split http1"] != 1 {
 		t.Errorf("totals %+v, routes %v: want one GET /split of 1,000 ns", got.totals, routeCounts(got))
+	}
+	// The first burst's tail came before the request's last byte.
+	if got.totals.TailNs != 70 {
+		t.Errorf("tail %d ns, want the last burst's 70", got.totals.TailNs)
 	}
 	if r := got.sample.kept[0]; r.Start != 101 {
 		t.Errorf("it starts at %v, want where its first burst did", r.Start)

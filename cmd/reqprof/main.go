@@ -80,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case demoServerCommand:
 		nameDemoServer()
 		return calserver.Main(args[1:])
+	case demoLoadCommand:
+		return demoLoad(args[1:], stderr)
 	case "-h", "--help", "-help":
 		writeUsage(stdout)
 	case "help":

@@ -290,7 +290,16 @@ func (l *ledger) settle() {
 	if l == nil || l.route == nil {
 		return
 	}
-	cpu := threadCPUNow() - l.startCPU
+	l.settleAt(threadCPUNow())
+}
+
+// settleAt records the open request, if any, ending its CPU at now, a
+// reading of the thread's CPU clock.
+func (l *ledger) settleAt(now int64) {
+	if l == nil || l.route == nil {
+		return
+	}
+	cpu := now - l.startCPU
 	if l.ioPart {
 		l.route.addIO(cpu)
 	} else {
@@ -314,14 +323,20 @@ var (
 
 // readMore reads what the socket has into the buffer. When nothing is
 // buffered the read brings a new request's first bytes, so the request starts
-// just before it: the whole read syscall, blocking entry included, is the
-// request's. A read returning 0 bytes reports io.EOF.
+// just before it, where the thread's last request ends: the whole read
+// syscall, blocking entry included, is the request's. A read returning 0
+// bytes reports io.EOF.
 func (c *conn) readMore() error {
 	fresh := c.n == 0
 	var before int64
 	if fresh {
-		c.ledger.settle()
+		// One reading ends the thread's last request and starts this
+		// one: the requests' spans tile the thread's time, one clock
+		// read between each two, as reqprof's do. (With a reading for
+		// each, the second, its syscall included, was in reqprof's
+		// request and in no span of the server's.)
 		before = threadCPUNow()
+		c.ledger.settleAt(before)
 	}
 	n, err := unix.Read(c.fd, c.buf[c.n:])
 	if err != nil {

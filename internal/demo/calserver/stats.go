@@ -3,11 +3,15 @@ package calserver
 import "sync/atomic"
 
 // Totals is what the serving threads measured over a set of requests. A
-// request's CPU runs from just before the read that brought its first bytes
-// to just after the write of its response's last byte returned, on its
-// thread's CPU clock (CLOCK_THREAD_CPUTIME_ID); its wall time runs from the
-// return of that read to the same end. A pipelined request, already buffered
-// when the one before it finished, starts instead where that one ended, so
+// request's CPU runs, on its thread's CPU clock (CLOCK_THREAD_CPUTIME_ID),
+// from just before the read that brought its first bytes to just before the
+// read that brings the thread's next request, one clock reading ending the
+// one and starting the other: the thread's loop after the response (back to
+// epoll_wait or read) is the request's, as reqprof charges it, and what
+// reqprof's programs cost the thread in that span is in it. Its wall time
+// runs from the return of that read to just after the write of its
+// response's last byte returned. A pipelined request, already buffered when
+// the one before it finished, starts instead where that one ended, so
 // requests that arrived in one read share its CPU in arrival order.
 //
 // In the pool model a request runs on two threads, and its CPU is the sum of
