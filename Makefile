@@ -89,7 +89,11 @@ FUZZ_TARGETS := \
 	./collector:FuzzParseFdinfoIDs \
 	./collector:FuzzParseCPUList \
 	./collector:FuzzReadGoLayout \
-	./collector:FuzzPythonRuntime \
+	./collector/cpython:FuzzReadInterpreter \
+	./collector/cpython:FuzzDWARFLayout \
+	./collector/cpython:FuzzDebugOffsets \
+	./collector/cpython:FuzzLineTable310 \
+	./collector/cpython:FuzzLineTable311 \
 	./collector/route:FuzzName \
 	./collector/route:FuzzJSONMethod \
 	./collector/stream:FuzzConnHTTP1 \

@@ -117,8 +117,14 @@ var fieldSpecs = []fieldSpec{
 	{"GenIFrame", from(11, "PyGenObject.gi_iframe"), nil},
 }
 
-// resolve answers a field's DWARF query.
-func (ix *dwarfIndex) resolve(query string) (uint64, error) {
+// resolve answers a field's DWARF query. The debug information is the
+// target's: malformed, it gives an error, never a panic.
+func (ix *dwarfIndex) resolve(query string) (v uint64, err error) {
+	defer func() {
+		if recover() != nil {
+			v, err = 0, fmt.Errorf("%s: malformed debug information", query)
+		}
+	}()
 	switch {
 	case strings.HasPrefix(query, "sizeof "):
 		return ix.sizeOf(strings.TrimPrefix(query, "sizeof "))
@@ -126,7 +132,11 @@ func (ix *dwarfIndex) resolve(query string) (uint64, error) {
 		return ix.enumerator(strings.TrimPrefix(query, "enum "))
 	case strings.HasPrefix(query, "bit "):
 		typ, path, _ := strings.Cut(strings.TrimPrefix(query, "bit "), ".")
-		parent := path[:strings.LastIndex(path, ".")]
+		i := strings.LastIndex(path, ".")
+		if i < 0 {
+			return 0, fmt.Errorf("bad query %q", query)
+		}
+		parent := path[:i]
 		bit, _, err := ix.member(typ, path)
 		if err != nil {
 			return 0, err
