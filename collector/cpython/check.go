@@ -11,7 +11,7 @@ import (
 )
 
 // check reads the process's state with its layout, as every use will,
-// and says what does not fit: the first interpreter's thread states
+// and says what does not fit: _PyRuntime's size is the layout's; the first interpreter's thread states
 // point back to it and name threads of the process; the interpreter's
 // own version is its file's release; the types read are named "code",
 // "str", "bytes"; the GIL's holder is none or one of its threads; each
@@ -19,6 +19,9 @@ import (
 // str and line tables bytes.
 func (p *Process) check(root string) error {
 	l := p.Layout
+	if p.RuntimeSize != 0 && p.RuntimeSize != l.RuntimeStateSize {
+		return fmt.Errorf("_PyRuntime is %d bytes, the layout's _PyRuntimeState %d: its structures are another build's", p.RuntimeSize, l.RuntimeStateSize)
+	}
 	var err error
 	if p.Interp, err = p.mem.u64(p.Runtime + l.RuntimeInterpretersMain); err != nil || p.Interp == 0 {
 		return fmt.Errorf("no main interpreter in _PyRuntime (%#x): %v", p.Runtime, err)

@@ -57,6 +57,7 @@ func merge(ms ...map[int]string) map[int]string {
 var fieldSpecs = []fieldSpec{
 	{"RuntimeInterpretersHead", all("pyruntimestate.interpreters.head"), func(d *debugOffsets) uint64 { return d.RuntimeState.InterpretersHead }},
 	{"RuntimeInterpretersMain", all("pyruntimestate.interpreters.main"), nil},
+	{"RuntimeStateSize", all("sizeof pyruntimestate"), func(d *debugOffsets) uint64 { return d.RuntimeState.Size }},
 	{"RuntimeTstateCurrent", only("pyruntimestate.gilstate.tstate_current", 10, 11), nil},
 	{"RuntimeGIL", only("pyruntimestate.ceval.gil", 10, 11), nil},
 

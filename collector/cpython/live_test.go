@@ -285,22 +285,33 @@ func runProbe(t *testing.T, in interpreter, loop string) {
 			t.Errorf("the waiter waits in %+v, %v; want threading.py's wait", loc, err)
 		}
 	}
-	// The cost of a thread's frames, read the way the programs will:
-	// one read a frame.
+	// The cost of each read, done the way the programs will: one read a
+	// frame; one for a thread state's context; one for the GIL's holder.
 	counting := &countingMemory{Memory: p.mem.mem}
 	p.mem.mem = counting
-	frames, err := p.frames(main, true)
-	if err != nil {
-		t.Fatal(err)
+	reads := func(what string, read func() error) int {
+		t.Helper()
+		counting.reads = 0
+		if err := read(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return counting.reads
 	}
-	if counting.reads != len(frames) {
-		t.Errorf("%d reads for %d frames (C stack's entry frames included)", counting.reads, len(frames))
+	var frames []Frame
+	if n := reads("frames", func() (err error) { frames, err = p.frames(main, true); return err }); n != len(frames) {
+		t.Errorf("%d reads for %d frames (C stack's entry frames included)", n, len(frames))
 	}
-	counting.reads = 0
-	if _, _, err := p.thread(main.TState, main.Interp); err != nil {
-		t.Fatal(err)
+	if n := reads("context", func() error { ctx, ver, err := p.Context(main.TState); _, _ = ctx, ver; return err }); n != 1 {
+		t.Errorf("%d reads for a context", n)
 	}
-	t.Logf("reads: 1 a frame (%d frames, C stack's entry frames included), %d for a thread state with its frame and context", len(frames), counting.reads)
+	if n := reads("GIL", func() error { _, err := p.GILHolder(); return err }); n != 1 {
+		t.Errorf("%d reads for the GIL's holder", n)
+	}
+	tstateReads := reads("thread state", func() error { _, _, err := p.thread(main.TState, main.Interp); return err })
+	walkReads := reads("thread of a tid", func() error { _, _, err := p.ThreadOf(ev.TID); return err })
+	base, size := p.Layout.tstateSpan()
+	t.Logf("reads: 1 a frame (%d, C stack's entry frames included, %d bytes each), 1 for a context, 1 for the GIL's holder, %d for a thread state (%d bytes from %d) with its innermost frame; %d to find a thread by tid among %d (interpreters included)",
+		len(frames), func() uint64 { _, s := p.Layout.frameSpan(); return s }(), tstateReads, size, base, walkReads, len(threads))
 	p.mem.mem = counting.Memory
 	pr.resume(t)
 

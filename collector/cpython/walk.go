@@ -155,6 +155,19 @@ func (p *Process) thread(tstate, interp uint64) (Thread, uint64, error) {
 	return t, s.u64(l.TstateNext), nil
 }
 
+// Context reads the context the thread state at tstate has entered
+// (0: none) and its version: one read, as the programs will, the two
+// fields being next to each other.
+func (p *Process) Context(tstate uint64) (context, version uint64, err error) {
+	l := p.Layout
+	base, size := spanOf(l.TstateContext, l.TstateContextVer)
+	s, err := p.mem.readSpan(tstate, base, size)
+	if err != nil {
+		return 0, 0, fmt.Errorf("thread state %#x's context: %w", tstate, err)
+	}
+	return s.u64(l.TstateContext), s.u64(l.TstateContextVer), nil
+}
+
 // GILState reads the first interpreter's GIL: whether it is held, and
 // the last thread state to take it (the holder while it is held).
 func (p *Process) GILState() (locked bool, lastHolder uint64, err error) {

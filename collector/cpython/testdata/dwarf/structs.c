@@ -75,6 +75,7 @@ typedef struct pyruntimestate {
 	struct _gilstate_runtime_state {
 		PyThreadState *tstate_current;
 	} gilstate;
+	PAD(pad3, 166688 - 584);
 } _PyRuntimeState;
 
 struct _is {
@@ -146,6 +147,7 @@ typedef struct {
 _Static_assert(offsetof(PyASCIIObject, state) == 32, "state");
 _Static_assert(sizeof(PyASCIIObject) == 48, "PyASCIIObject");
 _Static_assert(sizeof(PyCompactUnicodeObject) == 72, "PyCompactUnicodeObject");
+_Static_assert(sizeof(_PyRuntimeState) == 166688, "_PyRuntimeState");
 _Static_assert(offsetof(_PyRuntimeState, interpreters.head) == 40, "interpreters.head");
 _Static_assert(offsetof(_PyRuntimeState, ceval.gil) == 360, "ceval.gil");
 _Static_assert(offsetof(_PyRuntimeState, gilstate.tstate_current) == 576, "tstate_current");
