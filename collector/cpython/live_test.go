@@ -88,7 +88,13 @@ func startProbe(t *testing.T, python, loop string) *probe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(python, script, loop)
+	return startScript(t, python, script, loop)
+}
+
+// startScript runs python script args until the test ends.
+func startScript(t *testing.T, python string, script string, args ...string) *probe {
+	t.Helper()
+	cmd := exec.Command(python, append([]string{script}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -117,22 +123,29 @@ func startProbe(t *testing.T, python, loop string) *probe {
 	return p
 }
 
+// line waits for the script's next line.
+func (p *probe) line(t *testing.T) string {
+	t.Helper()
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			t.Fatal("the script ended")
+		}
+		return line
+	case <-time.After(30 * time.Second):
+		t.Fatal("no line in 30 s")
+	}
+	return ""
+}
+
 // next waits for the probe's next line, which must be phase's, and
 // then until its thread blocks reading stdin: the line is printed just
 // before.
 func (p *probe) next(t *testing.T, phase string) probeEvent {
 	t.Helper()
 	var ev probeEvent
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			t.Fatalf("the probe ended before %q", phase)
-		}
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no %q line in 30 s", phase)
+	if line := p.line(t); json.Unmarshal([]byte(line), &ev) != nil {
+		t.Fatalf("%q, want the %q line", line, phase)
 	}
 	if ev.Phase != phase {
 		t.Fatalf("phase %q, want %q", ev.Phase, phase)
@@ -323,6 +336,16 @@ func runProbe(t *testing.T, in interpreter, loop string) {
 		locked, last, err2 := p.GILState()
 		return err == nil && err2 == nil && holder == spinner.TState && locked && last == spinner.TState
 	})
+	// Opened while a thread runs Python code, whose frames change under
+	// the reads.
+	for i := range 20 {
+		busy, err := Open(ev.PID)
+		if err != nil {
+			t.Errorf("Open %d while a thread spins: %v", i, err)
+			continue
+		}
+		busy.Close()
+	}
 	pr.resume(t)
 	ev = pr.next(t, "gil-free")
 	waitFor(t, "the GIL to be free", func() bool {

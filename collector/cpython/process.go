@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Process is a process's interpreter, open for reading: its layout,
@@ -84,11 +85,26 @@ func open(interp *Interpreter, mem Memory, root string) (*Process, error) {
 	}
 	p.Layout = layout
 	p.codes = newCodeCache()
-	if err := p.check(root); err != nil {
-		return nil, fmt.Errorf("its layout (%s) does not fit: %w", layout.Sources(), err)
+	// The process runs while it is read: a thread state or frame may
+	// change under the reads (a thread starts or ends, a frame returns),
+	// and a check fail that a second look passes. A layout that does not
+	// fit fails every look.
+	for attempt := 1; ; attempt++ {
+		err = p.check(root)
+		if err == nil {
+			return p, nil
+		}
+		if attempt == checkAttempts {
+			return nil, fmt.Errorf("its layout (%s) does not fit: %w", layout.Sources(), err)
+		}
+		// A thread caught between two states may be off its CPU: give it
+		// time to go on (1, 2, 4, 8 ms).
+		time.Sleep(time.Millisecond << (attempt - 1))
 	}
-	return p, nil
 }
+
+// checkAttempts is how many looks a layout gets to fit a running process.
+const checkAttempts = 5
 
 // layout builds the process's layout: from 3.13 on, _Py_DebugOffsets
 // from its memory first; then the DWARF of its file (cached by file),
