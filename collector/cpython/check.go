@@ -2,8 +2,8 @@ package cpython
 
 import (
 	"debug/elf"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
