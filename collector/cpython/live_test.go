@@ -184,13 +184,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // countingMemory counts the reads made of a process's memory.
 type countingMemory struct {
-	Memory
+	memory
 	reads int
 }
 
 func (m *countingMemory) ReadAt(p []byte, off int64) (int, error) {
 	m.reads++
-	return m.Memory.ReadAt(p, off)
+	return m.memory.ReadAt(p, off)
 }
 
 // threadOf is the thread of tid, failing the test when there is none.
@@ -300,7 +300,7 @@ func runProbe(t *testing.T, in interpreter, loop string) {
 	}
 	// The cost of each read, done the way the programs will: one read a
 	// frame; one for a thread state's context; one for the GIL's holder.
-	counting := &countingMemory{Memory: p.mem.mem}
+	counting := &countingMemory{memory: p.mem.mem}
 	p.mem.mem = counting
 	reads := func(what string, read func() error) int {
 		t.Helper()
@@ -325,7 +325,7 @@ func runProbe(t *testing.T, in interpreter, loop string) {
 	base, size := p.Layout.tstateSpan()
 	t.Logf("reads: 1 a frame (%d, C stack's entry frames included, %d bytes each), 1 for a context, 1 for the GIL's holder, %d for a thread state (%d bytes from %d) with its innermost frame; %d to find a thread by tid among %d (interpreters included)",
 		len(frames), func() uint64 { _, s := p.Layout.frameSpan(); return s }(), tstateReads, size, base, walkReads, len(threads))
-	p.mem.mem = counting.Memory
+	p.mem.mem = counting.memory
 	pr.resume(t)
 
 	// The GIL: a thread spinning in Python holds it.

@@ -37,7 +37,7 @@ type Process struct {
 	PthreadTID uint64
 
 	mem   reader
-	file  *os.File // /proc/PID/mem, nil for a Memory of the caller's
+	file  *os.File // /proc/PID/mem; nil for a fake memory (tests)
 	types objectTypes
 	codes codeCache
 }
@@ -77,7 +77,7 @@ func (p *Process) Close() error {
 
 // open reads interp's layout (from its _Py_DebugOffsets in mem, the DWARF
 // of its file under root, the table) and checks it against mem.
-func open(interp *Interpreter, mem Memory, root string) (*Process, error) {
+func open(interp *Interpreter, mem memory, root string) (*Process, error) {
 	p := &Process{Interpreter: interp, mem: reader{mem}, PthreadTID: Absent}
 	layout, err := p.layout(root)
 	if err != nil {
