@@ -17,9 +17,10 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Debian packages the build, the generate check and the root tests use:
 # real servers and their load generators, a browser for the page test,
-# Prometheus to scrape reqprof serve, tmux for the live view's test, and
-# php-fpm behind nginx for FastCGI.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi nodejs php8.2-fpm
+# Prometheus to scrape reqprof serve, tmux for the live view's test,
+# php-fpm behind nginx for FastCGI, and uvloop and httptools (what
+# uvicorn's users get by default) for the Python runtime tests.
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi python3-uvloop python3-httptools nodejs php8.2-fpm
 # Commands standing for them.
 DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux node php-fpm8.2
 
@@ -50,6 +51,7 @@ deps:
 	test -f /usr/include/bpf/bpf_helpers.h || missing="$$missing libbpf-dev"; \
 	test -f /usr/lib/python3/dist-packages/aiohttp/__init__.py || missing="$$missing python3-aiohttp"; \
 	test -f /usr/lib/python3/dist-packages/fastapi/__init__.py || missing="$$missing python3-fastapi"; \
+	test -f /usr/lib/python3/dist-packages/uvloop/__init__.py || missing="$$missing python3-uvloop"; \
 	test -f /usr/include/x86_64-linux-gnu/asm/unistd_64.h || missing="$$missing linux-libc-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages for:$$missing"; \
@@ -91,7 +93,11 @@ FUZZ_TARGETS := \
 	./collector:FuzzParseFdinfoIDs \
 	./collector:FuzzParseCPUList \
 	./collector:FuzzReadGoLayout \
-	./collector:FuzzPythonRuntime \
+	./collector/cpython:FuzzReadInterpreter \
+	./collector/cpython:FuzzDWARFLayout \
+	./collector/cpython:FuzzDebugOffsets \
+	./collector/cpython:FuzzLineTable310 \
+	./collector/cpython:FuzzLineTable311 \
 	./collector/route:FuzzName \
 	./collector/route:FuzzJSONMethod \
 	./collector/route:FuzzFastCGIParams \
