@@ -127,6 +127,7 @@ static __always_inline void settle_tail(struct conn_state *c)
 	struct target_stats *s = stats_of(c->rec.target);
 	COUNT(s, between_requests_ns, cpu_ns_of(t));
 	add_cost(&c->rec.cost, t, false);
+	add_tail(&c->rec.tail, t);
 	__builtin_memset(t, 0, sizeof(*t));
 }
 
@@ -227,6 +228,7 @@ __attribute__((noinline)) int begin_request(struct conn_state *c, __u64 cookie, 
 		emit(c, cookie);
 	struct request_record *r = &c->rec;
 	__builtin_memset(&r->cost, 0, sizeof(r->cost));
+	__builtin_memset(&r->tail, 0, sizeof(r->tail));
 	r->bytes_in = 0;
 	r->bytes_out = 0;
 	r->setup_ns = 0;

@@ -80,6 +80,44 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 	count_sock_op(st);
 }
 
+/* The thread turns to op's request, which starts unless the thread goes
+ * on with it (going_on): one begun while the thread's earlier request is
+ * unanswered, in a runtime not modelled, is flagged interleaved. */
+static __always_inline void start_or_go_on(struct sock_op *op, bool going_on)
+{
+	struct conn_state *c = op->c;
+	bool interleaved = !going_on && interleaves(op->st, op->cookie);
+	turn_to_request(op, going_on);
+	if (!going_on) {
+		begin_request(c, op->cookie, op->tid);
+		if (interleaved)
+			c->rec.flags |= REQ_INTERLEAVED;
+	}
+}
+
+/* ret bytes of op's request, at offset off of its connection's stream,
+ * in the buffer its syscall named (read_buffer, call_buffer): captured to
+ * name it, HTTP/2 told by a request's first bytes (unless it goes on),
+ * and what is past the capture sent on in chunks. */
+static __always_inline void take_bytes(struct sock_op *op, __u64 off, int ret, bool going_on)
+{
+	struct conn_state *c = op->c;
+	struct thread_serving *sv = &op->st->serving;
+	/* The bytes in the buffer the syscall named; more (readv's next
+	 * buffers) are a gap to the collector. */
+	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
+	__u32 captured = 0;
+	/* The payload holds the request's first bytes, without a hole. */
+	if (off == c->rec.stream_off + c->rec.payload_len)
+		captured = capture(&c->rec, sv->read_buf, got);
+	if (!going_on && starts_http2(&c->rec))
+		c->follow_all = 1;
+	if (cfg.chunk_bytes)
+		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
+	note_goroutine(op->st, op->cookie);
+	py_served(op->st, op->cookie, c);
+}
+
 /* ret bytes of a request read on c by thread st: a request starts, or
  * goes on, and its bytes are captured. A global function, verified once:
  * reached from both a socket tracepoint and the syscall exit (stdio), with
@@ -94,31 +132,12 @@ __attribute__((noinline)) int received(struct thread_state *st, struct conn_stat
 	/* Reading more of the request it reads costs nothing here; anything
 	 * else ends what it served before. */
 	bool reading = c->phase == PHASE_READING;
-	bool interleaved = !reading && interleaves(op->st, op->cookie);
-	turn_to_request(op, reading);
-	if (!reading) {
-		begin_request(c, op->cookie, op->tid);
-		if (interleaved)
-			c->rec.flags |= REQ_INTERLEAVED;
-	}
+	start_or_go_on(op, reading);
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
 		loop_woke(&op->st->loop, op->cookie, 0);
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
-	struct thread_serving *sv = &op->st->serving;
-	/* The bytes in the buffer the syscall named; more (readv's next
-	 * buffers) are a gap to the collector. */
-	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
-	__u32 captured = 0;
-	/* The payload holds the request's first bytes, without a hole. */
-	if (off == c->rec.stream_off + c->rec.payload_len)
-		captured = capture(&c->rec, sv->read_buf, got);
-	if (!reading && starts_http2(&c->rec))
-		c->follow_all = 1;
-	if (cfg.chunk_bytes)
-		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
-	note_goroutine(op->st, op->cookie);
-	py_served(op->st, op->cookie, c);
+	take_bytes(op, off, ret, reading);
 	return 0;
 }
 
@@ -137,13 +156,7 @@ static __always_inline void call_written(struct sock_op *op, int ret)
 		loop_claim(op->st, op->cookie, c);
 		loop_ran(&op->st->loop, op->cookie);
 	}
-	bool interleaved = !writing && interleaves(op->st, op->cookie);
-	turn_to_request(op, writing);
-	if (!writing) {
-		begin_request(c, op->cookie, op->tid);
-		if (interleaved)
-			c->rec.flags |= REQ_INTERLEAVED;
-	}
+	start_or_go_on(op, writing);
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	struct thread_serving *sv = &op->st->serving;
@@ -151,22 +164,12 @@ static __always_inline void call_written(struct sock_op *op, int ret)
 	sv->read_len = 0;
 	if (cfg.capture_bytes)
 		call_buffer(sv);
-	__u32 got = sv->read_len < (__u64)ret ? sv->read_len : ret;
-	__u32 captured = 0;
-	if (off == c->rec.stream_off + c->rec.payload_len)
-		captured = capture(&c->rec, sv->read_buf, got);
-	if (!writing && starts_http2(&c->rec))
-		c->follow_all = 1;
-	if (cfg.chunk_bytes)
-		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
-	note_goroutine(op->st, op->cookie);
-	py_served(op->st, op->cookie, c);
+	take_bytes(op, off, ret, writing);
 }
 
-/* ret bytes of the answer to a client's call read by op's thread: as
- * sent() for a server's response. The thread goes on with the call it
- * answers, at once or, on an asyncio loop, in its next iteration. */
-static __always_inline void answer_read(struct sock_op *op, int ret)
+/* The thread goes on with op's request, whose response (a client's call's
+ * answer) is under way: its first and last bytes are timed. */
+static __always_inline void responds(struct sock_op *op)
 {
 	struct conn_state *c = op->c;
 	turn_to_request(op, true);
@@ -175,6 +178,15 @@ static __always_inline void answer_read(struct sock_op *op, int ret)
 	if (!c->rec.first_write_ns)
 		c->rec.first_write_ns = now;
 	c->rec.end_ns = now;
+}
+
+/* ret bytes of the answer to a client's call read by op's thread: as
+ * sent() for a server's response. The thread goes on with the call it
+ * answers, at once or, on an asyncio loop, in its next iteration. */
+static __always_inline void answer_read(struct sock_op *op, int ret)
+{
+	struct conn_state *c = op->c;
+	responds(op);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	op->st->serving.wrote = 1;
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
@@ -191,12 +203,7 @@ static __always_inline void sent(struct sock_op *op, int ret)
 		loop_claim(op->st, op->cookie, c);
 		loop_ran(&op->st->loop, op->cookie);
 	}
-	turn_to_request(op, true);
-	__u64 now = bpf_ktime_get_ns();
-	c->phase = PHASE_RESPONDING;
-	if (!c->rec.first_write_ns)
-		c->rec.first_write_ns = now;
-	c->rec.end_ns = now;
+	responds(op);
 	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	op->st->serving.wrote = 1;
 	note_goroutine(op->st, op->cookie);

@@ -13,8 +13,9 @@
 
 #include "types.h"
 
-/* Fixed by the collector before load (struct config). */
-volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
+/* Fixed by the collector before load, every field of it (config.go:
+ * bpfConfig): no default here to differ from its. */
+volatile const struct config cfg;
 
 /* Set by the collector once every program is attached. */
 volatile __u32 enabled;

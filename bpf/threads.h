@@ -412,6 +412,7 @@ static __always_inline void leave_with(struct thread_state *st, struct conn_stat
 			struct target_stats *s = stats_of(c->rec.target);
 			COUNT(s, between_requests_ns, cpu_ns_of(p));
 			add_cost(&c->rec.cost, p, false);
+			add_tail(&c->rec.tail, p);
 			__builtin_memset(p, 0, sizeof(*p));
 		}
 		settle_tail(c);

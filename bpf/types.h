@@ -208,6 +208,21 @@ struct cost {
 	struct syscall_slot syscalls[SYSCALL_SLOTS];
 };
 
+/* The part of a request's cost that was its tail: the CPU after its last
+ * write until its thread turned to other work, settled into its cost; with
+ * the runs of reqprof's own programs counted in it (as in struct cost, the
+ * switches aside: a tail's waiting is not its request's), so that the
+ * collector takes their cost out of it as out of the whole. */
+struct tail_cost {
+	__u64 cpu_ns;
+	__u32 syscalls;
+	__u32 sock_ops;
+	__u32 wakeups;
+	__u32 interrupts;
+	__u32 pool_probes;
+	__u32 page_faults;
+};
+
 /* A peer of an outbound connection: its address (IPv4 in the first 4
  * bytes), port, and family (AF_UNIX: a Unix socket, no address). */
 struct backend_peer {
@@ -236,6 +251,7 @@ struct request_record {
 	/* REQ_CLIENT: the peer it called; zero for a served request. */
 	struct backend_peer peer;
 	struct cost cost;
+	struct tail_cost tail; /* part of cost */
 	__u32 tgid;
 	__u32 tid; /* thread that read its first bytes */
 	__u32 flags; /* enum record_flags */
@@ -728,21 +744,40 @@ struct stdio_key {
 	__u32 fd;
 };
 
-/* The ring buffer, the limits and the record flags have no type in the
- * programs' BTF: these put them there, so that bpf2go generates their Go twins. */
-const struct request_record *unused_request_record __attribute__((unused));
-const enum limits *unused_limits __attribute__((unused));
-const enum record_flags *unused_record_flags __attribute__((unused));
-const enum record_kind *unused_record_kind __attribute__((unused));
-const struct chunk_record *unused_chunk_record __attribute__((unused));
-const struct unix_path *unused_unix_path __attribute__((unused));
-const struct setup_state *unused_setup_state __attribute__((unused));
-const struct stack_sample *unused_stack_sample __attribute__((unused));
-const enum sample_flags *unused_sample_flags __attribute__((unused));
-const enum self_kind *unused_self_kind __attribute__((unused));
-const struct backend_record *unused_backend_record __attribute__((unused));
-const enum runtime_model *unused_runtime_model __attribute__((unused));
-const enum target_role *unused_target_role __attribute__((unused));
-const struct py_layout *unused_py_layout __attribute__((unused));
+/* The types Go mirrors by name: this list is the only one. bpf2go gives
+ * each a Go type of its own (reqprof<Name>), from the -type flag that
+ * collector/internal/genbpf makes of each line. A pointer to each puts it
+ * in the programs' BTF, where an enum used only for its constants, or a
+ * record built in a map's value, would have none of its own. */
+#define MIRRORED_STRUCT(name) const struct name *unused_##name __attribute__((unused))
+#define MIRRORED_ENUM(name) const enum name *unused_##name __attribute__((unused))
+MIRRORED_STRUCT(request_record);
+MIRRORED_STRUCT(target_stats);
+MIRRORED_STRUCT(conn_state);
+MIRRORED_STRUCT(thread_state);
+MIRRORED_STRUCT(cost);
+MIRRORED_STRUCT(tail_cost);
+MIRRORED_STRUCT(syscall_slot);
+MIRRORED_STRUCT(go_layout);
+MIRRORED_ENUM(limits);
+MIRRORED_ENUM(conn_phase);
+MIRRORED_ENUM(conn_role);
+MIRRORED_ENUM(record_flags);
+MIRRORED_ENUM(record_kind);
+MIRRORED_STRUCT(chunk_record);
+MIRRORED_STRUCT(unix_path);
+MIRRORED_STRUCT(setup_state);
+MIRRORED_STRUCT(stdio_key);
+MIRRORED_STRUCT(stack_sample);
+MIRRORED_ENUM(sample_flags);
+MIRRORED_ENUM(self_kind);
+MIRRORED_STRUCT(self_timing);
+MIRRORED_STRUCT(self_runs);
+MIRRORED_STRUCT(backend_record);
+MIRRORED_STRUCT(backend_use);
+MIRRORED_ENUM(runtime_model);
+MIRRORED_ENUM(target_role);
+MIRRORED_STRUCT(backend_peer);
+MIRRORED_STRUCT(py_layout);
 
 #endif /* REQPROF_TYPES_H */

@@ -184,7 +184,7 @@ func (res *consumeResult) add(d decodedRecord) {
 		res.malformed++
 		return
 	}
-	res.kernel[d.target].add(d.kernel, res.self.net(&d.request, d.kernel))
+	res.kernel[d.target].add(d.kernel, res.self.net(&d.request, d.kernel, d.tail))
 	if d.flags&uint32(reqprofRecordFlagsREQ_CLIENT) != 0 {
 		d.request.Peer = res.peers.name(*d.peer)
 	}

@@ -39,15 +39,15 @@ func pyLayoutOf(p *cpython.Process) (reqprofPyLayout, error) {
 		return uint32(v)
 	}
 	layout := reqprofPyLayout{
-		Interp:         p.Interp,
-		TstateCurrent:  p.TstateCurrent,
-		InterpThreads:  offset(l.InterpThreadsHead),
-		TstateNext:     offset(l.TstateNext),
-		TstateTid:      offset(l.TstateNativeThreadID),
-		TstatePthread:  offset(l.TstateThreadID),
-		TstateContext:  offset(l.TstateContext),
-		GilLastHolder:  offset(l.GILLastHolder),
-		GilLocked:      offset(l.GILLocked),
+		Interp:        p.Interp,
+		TstateCurrent: p.TstateCurrent,
+		InterpThreads: offset(l.InterpThreadsHead),
+		TstateNext:    offset(l.TstateNext),
+		TstateTid:     offset(l.TstateNativeThreadID),
+		TstatePthread: offset(l.TstateThreadID),
+		TstateContext: offset(l.TstateContext),
+		GilLastHolder: offset(l.GILLastHolder),
+		GilLocked:     offset(l.GILLocked),
 	}
 	if p.TstateCurrent == 0 {
 		layout.Gil = p.GIL

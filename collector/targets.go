@@ -55,8 +55,8 @@ func openTargets(targets []Target) ([]*process, error) {
 	if len(targets) == 0 {
 		return nil, errors.New("no target: give --pid PID")
 	}
-	if len(targets) > maxTargets-1 { // one index is the collector's own, to calibrate
-		return nil, fmt.Errorf("%d targets, at most %d", len(targets), maxTargets-1)
+	if len(targets) > MaxTargets {
+		return nil, fmt.Errorf("%d targets, at most %d", len(targets), MaxTargets)
 	}
 	var procs []*process
 	fail := func(err error) ([]*process, error) {

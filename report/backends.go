@@ -22,10 +22,10 @@ type BackendSummary struct {
 // runtimeMeanings say how each runtime's threads were taken to resume a
 // request whose backend answered.
 var runtimeMeanings = map[string]string{
-	"node":    "a backend's answer resumes its request at once",
-	"asyncio": "a write claims the loop's CPU since its last read, write or poll; a call is the woken task's due first",
-	"threads": "a request's thread reads its backend's answers",
-	"go":      "goroutines followed",
+	"node":       "a backend's answer resumes its request at once",
+	"asyncio":    "a write claims the loop's CPU since its last read, write or poll; a call is the woken task's due first",
+	"threads":    "a request's thread reads its backend's answers",
+	"go":         "goroutines followed",
 	asyncioTasks: "each thread's running task read from the interpreter at every syscall and switch, and charged to the request it reads or writes",
 }
 

@@ -45,7 +45,7 @@ type RouteSummary struct {
 	Role string `json:"role,omitempty"`
 	Peer string `json:"peer,omitempty"`
 	// Protocol is how its requests came: "http1", "h2", "grpc", "resp",
-	// "jsonrpc", "mixed" for several; absent when unknown.
+	// "jsonrpc", "fastcgi", "mixed" for several; absent when unknown.
 	Protocol        string `json:"protocol,omitempty"`
 	Requests        int    `json:"requests"`
 	SampledRequests *int   `json:"sampled_requests,omitempty"`
@@ -171,16 +171,16 @@ func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteS
 	}
 	t := g.totals
 	route := RouteSummary{
-		Route:       name,
-		Estimated:   roundTenth(estimatedShare(t)),
-		Protocol:    t.Protocol,
-		Requests:    t.Requests,
-		CPUUs:       sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
-		UserUs:      sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
-		KernelUs:    sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
-		LatencyUs:   sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
-		SetupUs:     perRequestUs(t.SetupNs, t.Requests),
-		Peer:        g.peer,
+		Route:     name,
+		Estimated: roundTenth(estimatedShare(t)),
+		Protocol:  t.Protocol,
+		Requests:  t.Requests,
+		CPUUs:     sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
+		UserUs:    sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
+		KernelUs:  sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
+		LatencyUs: sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
+		SetupUs:   perRequestUs(t.SetupNs, t.Requests),
+		Peer:      g.peer,
 	}
 	if g.peer != "" {
 		route.Role = profile.RoleClient

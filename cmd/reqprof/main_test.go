@@ -254,7 +254,7 @@ func TestHelpShowsRealDefaults(t *testing.T) {
 	}{
 		{"--duration DURATION", "(default 0s)", out.duration},
 		{"--repeat N", "(default 1)", *repeat},
-		{"--capture-bytes N", "(default 512)", out.captureBytes},
+		{"--capture-bytes N", "(default 512)", out.capture.bytes},
 		{"--group-by route|port|none", "(default route)", out.groupBy},
 	} {
 		_, text, _ := strings.Cut(help.String(), "\n  "+tc.flag)

@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -53,13 +54,14 @@ func buildLayout(release Release, debug *debugOffsets, dwarf *dwarfIndex) (*Layo
 // by .gnu_debuglink, under /usr/lib/debug in the process's file system
 // then in ours. nil, nil when there is none.
 func debugInfo(root, path string) (*dwarfIndex, error) {
-	f, err := elf.Open(filepath.Join(root, path))
+	r, err := os.Open(filepath.Join(root, path))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if f.Section(".debug_info") != nil {
-		return indexDWARF(f)
+	defer r.Close()
+	ix, f, err := dwarfOfELF(r)
+	if err != nil || ix != nil {
+		return ix, err
 	}
 	var candidates []string
 	if id := buildID(f); len(id) > 2 {
@@ -72,13 +74,13 @@ func debugInfo(root, path string) (*dwarfIndex, error) {
 			}
 		}
 	}
-	for _, r := range []string{root, "/"} {
+	for _, dir := range []string{root, "/"} {
 		for _, c := range candidates {
-			df, err := elf.Open(filepath.Join(r, c))
+			df, err := os.Open(filepath.Join(dir, c))
 			if err != nil {
 				continue
 			}
-			ix, err := indexDWARF(df)
+			ix, _, err := dwarfOfELF(df)
 			df.Close()
 			if err == nil && ix != nil {
 				return ix, nil
@@ -97,22 +99,38 @@ func cutNUL(b []byte) (string, []byte, bool) {
 	return string(b), nil, false
 }
 
-// indexDWARF indexes f's DWARF; nil, nil when it has none. A malformed
-// one is an error, never a panic.
+// dwarfOfELF indexes the DWARF of the ELF file r, and gives the file
+// (nil when it is none): nil, f, nil when it has no DWARF. The file is
+// the target's: malformed, it gives an error, never a panic.
+func dwarfOfELF(r io.ReaderAt) (ix *dwarfIndex, f *elf.File, err error) {
+	defer func() {
+		if recover() != nil {
+			ix, f, err = nil, nil, errors.New("malformed ELF file or debug information")
+		}
+	}()
+	if f, err = elf.NewFile(r); err != nil {
+		return nil, nil, err
+	}
+	ix, err = indexDWARF(f)
+	return ix, f, err
+}
+
+// indexDWARF indexes f's DWARF; nil, nil when it has none.
 func indexDWARF(f *elf.File) (ix *dwarfIndex, err error) {
 	defer func() {
 		if recover() != nil {
 			ix, err = nil, errors.New("malformed debug information")
 		}
 	}()
-	if f.Section(".debug_info") == nil {
+	info := f.Section(".debug_info")
+	if info == nil {
 		return nil, nil
 	}
 	data, err := f.DWARF()
 	if err != nil {
 		return nil, err
 	}
-	return newDWARFIndex(data)
+	return newDWARFIndex(data, info.Size)
 }
 
 // staticLayouts are the layouts built, by file identity and the

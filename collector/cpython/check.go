@@ -3,6 +3,7 @@ package cpython
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 )
 
 // check reads the process's state with its layout, as every use will,
-// and says what does not fit: the first interpreter's thread states
+// and says what does not fit: _PyRuntime's size is the layout's; the first interpreter's thread states
 // point back to it and name threads of the process; the interpreter's
 // own version is its file's release; the types read are named "code",
 // "str", "bytes"; the GIL's holder is none or one of its threads; each
@@ -19,6 +20,9 @@ import (
 // str and line tables bytes.
 func (p *Process) check(root string) error {
 	l := p.Layout
+	if p.RuntimeSize != 0 && p.RuntimeSize != l.RuntimeStateSize {
+		return fmt.Errorf("_PyRuntime is %d bytes, the layout's _PyRuntimeState %d: its structures are another build's", p.RuntimeSize, l.RuntimeStateSize)
+	}
 	var err error
 	if p.Interp, err = p.mem.u64(p.Runtime + l.RuntimeInterpretersMain); err != nil || p.Interp == 0 {
 		return fmt.Errorf("no main interpreter in _PyRuntime (%#x): %v", p.Runtime, err)
@@ -50,29 +54,34 @@ func (p *Process) check(root string) error {
 		return fmt.Errorf("no thread state in the interpreters %#x", interps)
 	}
 	tstates := map[uint64]bool{}
+	bound := 0
 	for _, t := range threads {
 		tstates[t.TState] = true
-		if t.NativeTID == 0 && p.PthreadTID == Absent {
-			if t.ThreadID == 0 {
-				return fmt.Errorf("thread state %#x has no thread id", t.TState)
-			}
+		switch {
+		case t.ThreadID == 0 && t.NativeTID == 0:
+			// Not yet bound to its thread: a new thread's state is made
+			// (from 3.12, by the thread that starts it) before it runs.
 			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", p.PID, t.NativeTID)); err != nil {
-			return fmt.Errorf("thread state %#x names thread %d, none of process %d's", t.TState, t.NativeTID, p.PID)
-		}
-	}
-	if holder, err := p.GILHolder(); err != nil {
-		return err
-	} else if holder != 0 && !tstates[holder] {
-		// A thread may have taken the GIL since the list was read: a
-		// second look.
-		if again, err := p.Threads(); err == nil {
-			for _, t := range again {
-				tstates[t.TState] = true
+		case t.NativeTID == 0 && p.PthreadTID != Absent:
+			return fmt.Errorf("thread state %#x: its thread's (%#x) struct pthread says tid 0", t.TState, t.ThreadID)
+		case t.NativeTID != 0:
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", p.PID, t.NativeTID)); err != nil {
+				return fmt.Errorf("thread state %#x names thread %d, none of process %d's", t.TState, t.NativeTID, p.PID)
 			}
 		}
-		if holder, err = p.GILHolder(); err == nil && holder != 0 && !tstates[holder] {
+		bound++
+	}
+	if bound == 0 {
+		return errors.New("no thread state is bound to a thread")
+	}
+	holder, err := p.GILHolder()
+	if err != nil {
+		return err
+	}
+	if holder != 0 && !tstates[holder] {
+		// A thread that ends leaves the list while it holds the GIL:
+		// its state is still whole until it lets the GIL go.
+		if back, err := p.mem.u64(holder + l.TstateInterp); err != nil || back != p.Interp {
 			return fmt.Errorf("the GIL's holder (%#x) is none of the interpreter's thread states", holder)
 		}
 	}

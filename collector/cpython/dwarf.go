@@ -19,10 +19,13 @@ type dwarfIndex struct {
 	enumerators map[string]int64
 }
 
-// newDWARFIndex indexes the top-level types of every compilation unit.
-func newDWARFIndex(data *dwarf.Data) (*dwarfIndex, error) {
+// newDWARFIndex indexes the top-level types of every compilation unit of
+// data, whose .debug_info has size bytes: an entry takes at least one, so
+// a reader that gives more entries than that (malformed data can make
+// debug/dwarf's go round in place) is stopped.
+func newDWARFIndex(data *dwarf.Data, size uint64) (*dwarfIndex, error) {
 	ix := &dwarfIndex{data: data, types: map[string]dwarf.Offset{}, enumerators: map[string]int64{}}
-	r := data.Reader()
+	r := &boundedReader{Reader: data.Reader(), left: size}
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -56,8 +59,22 @@ func newDWARFIndex(data *dwarf.Data) (*dwarfIndex, error) {
 	}
 }
 
+// boundedReader is a dwarf.Reader that gives at most left entries.
+type boundedReader struct {
+	*dwarf.Reader
+	left uint64
+}
+
+func (r *boundedReader) Next() (*dwarf.Entry, error) {
+	if r.left == 0 {
+		return nil, errors.New("malformed debug information: more entries than bytes")
+	}
+	r.left--
+	return r.Reader.Next()
+}
+
 // readEnumerators reads an enumeration's constants, r at its first child.
-func (ix *dwarfIndex) readEnumerators(r *dwarf.Reader) error {
+func (ix *dwarfIndex) readEnumerators(r *boundedReader) error {
 	for {
 		e, err := r.Next()
 		if err != nil {

@@ -57,6 +57,7 @@ func merge(ms ...map[int]string) map[int]string {
 var fieldSpecs = []fieldSpec{
 	{"RuntimeInterpretersHead", all("pyruntimestate.interpreters.head"), func(d *debugOffsets) uint64 { return d.RuntimeState.InterpretersHead }},
 	{"RuntimeInterpretersMain", all("pyruntimestate.interpreters.main"), nil},
+	{"RuntimeStateSize", all("sizeof pyruntimestate"), func(d *debugOffsets) uint64 { return d.RuntimeState.Size }},
 	{"RuntimeTstateCurrent", only("pyruntimestate.gilstate.tstate_current", 10, 11), nil},
 	{"RuntimeGIL", only("pyruntimestate.ceval.gil", 10, 11), nil},
 
@@ -117,8 +118,14 @@ var fieldSpecs = []fieldSpec{
 	{"GenIFrame", from(11, "PyGenObject.gi_iframe"), nil},
 }
 
-// resolve answers a field's DWARF query.
-func (ix *dwarfIndex) resolve(query string) (uint64, error) {
+// resolve answers a field's DWARF query. The debug information is the
+// target's: malformed, it gives an error, never a panic.
+func (ix *dwarfIndex) resolve(query string) (v uint64, err error) {
+	defer func() {
+		if recover() != nil {
+			v, err = 0, fmt.Errorf("%s: malformed debug information", query)
+		}
+	}()
 	switch {
 	case strings.HasPrefix(query, "sizeof "):
 		return ix.sizeOf(strings.TrimPrefix(query, "sizeof "))
@@ -126,7 +133,11 @@ func (ix *dwarfIndex) resolve(query string) (uint64, error) {
 		return ix.enumerator(strings.TrimPrefix(query, "enum "))
 	case strings.HasPrefix(query, "bit "):
 		typ, path, _ := strings.Cut(strings.TrimPrefix(query, "bit "), ".")
-		parent := path[:strings.LastIndex(path, ".")]
+		i := strings.LastIndex(path, ".")
+		if i < 0 {
+			return 0, fmt.Errorf("bad query %q", query)
+		}
+		parent := path[:i]
 		bit, _, err := ix.member(typ, path)
 		if err != nil {
 			return 0, err

@@ -32,8 +32,8 @@ type Interpreter struct {
 	// is mapped, less its first segment's address.
 	Bias uint64
 	// Runtime is the address of _PyRuntime, the interpreter's global
-	// state, in the process.
-	Runtime uint64
+	// state, in the process; RuntimeSize its size, as its symbol says.
+	Runtime, RuntimeSize uint64
 	// Symbols are the addresses, in the process, of the interpreter's
 	// exported objects this package reads (PyCode_Type, Py_Version...),
 	// those the file defines.
@@ -157,6 +157,9 @@ func readInterpreter(r io.ReaderAt, start uint64) (interp *Interpreter, err erro
 			if s.Name == name {
 				interp.Symbols[name] = bias + s.Value
 			}
+		}
+		if s.Name == "_PyRuntime" {
+			interp.RuntimeSize = s.Size
 		}
 	}
 	runtime, ok := interp.Symbols["_PyRuntime"]

@@ -23,8 +23,13 @@ type Layout struct {
 	// does) and the GIL itself (ceval.gil, a struct _gil_runtime_state).
 	RuntimeInterpretersHead uint64
 	RuntimeInterpretersMain uint64
-	RuntimeTstateCurrent    uint64
-	RuntimeGIL              uint64
+	// RuntimeStateSize is the size of _PyRuntimeState, which holds the
+	// main interpreter (3.11+) and its first thread state: checked
+	// against the size of _PyRuntime's symbol, it tells a build whose
+	// structures differ from the layout's.
+	RuntimeStateSize     uint64
+	RuntimeTstateCurrent uint64
+	RuntimeGIL           uint64
 
 	// PyInterpreterState: the next interpreter, its first thread state
 	// (newest first); in 3.12 and 3.13 the GIL it uses (ceval.gil, a

@@ -148,3 +148,55 @@ func initialRuntime(t testing.TB, path string) []byte {
 	t.Fatalf("%s: no initial _PyRuntime", path)
 	return nil
 }
+
+// Debian's python3.11 (3.11.2, stripped, not position-independent) is
+// read with the table, which is pyenv's 3.11.7's DWARF: its _PyRuntime
+// is as large as 3.11.7's _PyRuntimeState (which holds the main
+// interpreter and its first thread state), and TestLiveInterpreters
+// reads every offset the table gives in a live process of it.
+func TestDebianPython(t *testing.T) {
+	const debian = "/usr/bin/python3.11"
+	requireFile(t, debian)
+	ix := dwarfOf(t, pyenvLibrary(t, 11))
+	interp, err := openInterpreter(debian, 0x400000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ix.sizeOf("pyruntimestate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if interp.RuntimeSize != want || interp.Bias != 0 {
+		t.Errorf("Debian's _PyRuntime: %d bytes (3.11.7's: %d), bias %#x (not position-independent: 0)", interp.RuntimeSize, want, interp.Bias)
+	}
+	own, err := debugInfo("/", debian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own != nil {
+		// Its debug file is installed: it must agree with the table.
+		l, err := buildLayout(Release{3, 11}, nil, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range l.Fields() {
+			if f.Value != Absent && f.Value != tables[11][f.Name] {
+				t.Errorf("%s: Debian's DWARF %d, the table %d", f.Name, f.Value, tables[11][f.Name])
+			}
+		}
+	}
+}
+
+// A build whose _PyRuntime is not the layout's _PyRuntimeState's size is
+// refused before anything is read with it.
+func TestCheckRuntimeSize(t *testing.T) {
+	p, _ := fakeProcess(t)
+	p.RuntimeSize = p.Layout.RuntimeStateSize
+	if err := p.check("/"); err != nil {
+		t.Fatal(err)
+	}
+	p.RuntimeSize += 8
+	if err := p.check("/"); err == nil || !strings.Contains(err.Error(), "another build's") {
+		t.Errorf("a _PyRuntime 8 bytes larger: %v", err)
+	}
+}

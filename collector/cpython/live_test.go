@@ -88,7 +88,13 @@ func startProbe(t *testing.T, python, loop string) *probe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(python, script, loop)
+	return startScript(t, python, script, loop)
+}
+
+// startScript runs python script args until the test ends.
+func startScript(t *testing.T, python string, script string, args ...string) *probe {
+	t.Helper()
+	cmd := exec.Command(python, append([]string{script}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -117,22 +123,29 @@ func startProbe(t *testing.T, python, loop string) *probe {
 	return p
 }
 
+// line waits for the script's next line.
+func (p *probe) line(t *testing.T) string {
+	t.Helper()
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			t.Fatal("the script ended")
+		}
+		return line
+	case <-time.After(30 * time.Second):
+		t.Fatal("no line in 30 s")
+	}
+	return ""
+}
+
 // next waits for the probe's next line, which must be phase's, and
 // then until its thread blocks reading stdin: the line is printed just
 // before.
 func (p *probe) next(t *testing.T, phase string) probeEvent {
 	t.Helper()
 	var ev probeEvent
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			t.Fatalf("the probe ended before %q", phase)
-		}
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no %q line in 30 s", phase)
+	if line := p.line(t); json.Unmarshal([]byte(line), &ev) != nil {
+		t.Fatalf("%q, want the %q line", line, phase)
 	}
 	if ev.Phase != phase {
 		t.Fatalf("phase %q, want %q", ev.Phase, phase)
@@ -171,13 +184,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // countingMemory counts the reads made of a process's memory.
 type countingMemory struct {
-	Memory
+	memory
 	reads int
 }
 
 func (m *countingMemory) ReadAt(p []byte, off int64) (int, error) {
 	m.reads++
-	return m.Memory.ReadAt(p, off)
+	return m.memory.ReadAt(p, off)
 }
 
 // threadOf is the thread of tid, failing the test when there is none.
@@ -285,23 +298,34 @@ func runProbe(t *testing.T, in interpreter, loop string) {
 			t.Errorf("the waiter waits in %+v, %v; want threading.py's wait", loc, err)
 		}
 	}
-	// The cost of a thread's frames, read the way the programs will:
-	// one read a frame.
-	counting := &countingMemory{Memory: p.mem.mem}
+	// The cost of each read, done the way the programs will: one read a
+	// frame; one for a thread state's context; one for the GIL's holder.
+	counting := &countingMemory{memory: p.mem.mem}
 	p.mem.mem = counting
-	frames, err := p.frames(main, true)
-	if err != nil {
-		t.Fatal(err)
+	reads := func(what string, read func() error) int {
+		t.Helper()
+		counting.reads = 0
+		if err := read(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return counting.reads
 	}
-	if counting.reads != len(frames) {
-		t.Errorf("%d reads for %d frames (C stack's entry frames included)", counting.reads, len(frames))
+	var frames []Frame
+	if n := reads("frames", func() (err error) { frames, err = p.frames(main, true); return err }); n != len(frames) {
+		t.Errorf("%d reads for %d frames (C stack's entry frames included)", n, len(frames))
 	}
-	counting.reads = 0
-	if _, _, err := p.thread(main.TState, main.Interp); err != nil {
-		t.Fatal(err)
+	if n := reads("context", func() error { ctx, ver, err := p.Context(main.TState); _, _ = ctx, ver; return err }); n != 1 {
+		t.Errorf("%d reads for a context", n)
 	}
-	t.Logf("reads: 1 a frame (%d frames, C stack's entry frames included), %d for a thread state with its frame and context", len(frames), counting.reads)
-	p.mem.mem = counting.Memory
+	if n := reads("GIL", func() error { _, err := p.GILHolder(); return err }); n != 1 {
+		t.Errorf("%d reads for the GIL's holder", n)
+	}
+	tstateReads := reads("thread state", func() error { _, _, err := p.thread(main.TState, main.Interp); return err })
+	walkReads := reads("thread of a tid", func() error { _, _, err := p.ThreadOf(ev.TID); return err })
+	base, size := p.Layout.tstateSpan()
+	t.Logf("reads: 1 a frame (%d, C stack's entry frames included, %d bytes each), 1 for a context, 1 for the GIL's holder, %d for a thread state (%d bytes from %d) with its innermost frame; %d to find a thread by tid among %d (interpreters included)",
+		len(frames), func() uint64 { _, s := p.Layout.frameSpan(); return s }(), tstateReads, size, base, walkReads, len(threads))
+	p.mem.mem = counting.memory
 	pr.resume(t)
 
 	// The GIL: a thread spinning in Python holds it.
@@ -312,6 +336,16 @@ func runProbe(t *testing.T, in interpreter, loop string) {
 		locked, last, err2 := p.GILState()
 		return err == nil && err2 == nil && holder == spinner.TState && locked && last == spinner.TState
 	})
+	// Opened while a thread runs Python code, whose frames change under
+	// the reads.
+	for i := range 20 {
+		busy, err := Open(ev.PID)
+		if err != nil {
+			t.Errorf("Open %d while a thread spins: %v", i, err)
+			continue
+		}
+		busy.Close()
+	}
 	pr.resume(t)
 	ev = pr.next(t, "gil-free")
 	waitFor(t, "the GIL to be free", func() bool {

@@ -7,15 +7,15 @@ import (
 	"fmt"
 )
 
-// Memory reads a process's memory: /proc/PID/mem (an *os.File), or a
+// memory is a process's memory: /proc/PID/mem (an *os.File), or a
 // fake in tests. Reads are of a running process, whose memory changes
 // under them: whatever is read is checked before it is believed.
-type Memory interface {
+type memory interface {
 	ReadAt(p []byte, addr int64) (int, error)
 }
 
 // reader reads values from a process's memory.
-type reader struct{ mem Memory }
+type reader struct{ mem memory }
 
 // read fills p from addr, whole or not at all.
 func (r reader) read(p []byte, addr uint64) error {

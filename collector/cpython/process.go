@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Process is a process's interpreter, open for reading: its layout,
@@ -36,7 +37,7 @@ type Process struct {
 	PthreadTID uint64
 
 	mem   reader
-	file  *os.File // /proc/PID/mem, nil for a Memory of the caller's
+	file  *os.File // /proc/PID/mem; nil for a fake memory (tests)
 	types objectTypes
 	codes codeCache
 }
@@ -76,7 +77,7 @@ func (p *Process) Close() error {
 
 // open reads interp's layout (from its _Py_DebugOffsets in mem, the DWARF
 // of its file under root, the table) and checks it against mem.
-func open(interp *Interpreter, mem Memory, root string) (*Process, error) {
+func open(interp *Interpreter, mem memory, root string) (*Process, error) {
 	p := &Process{Interpreter: interp, mem: reader{mem}, PthreadTID: Absent}
 	layout, err := p.layout(root)
 	if err != nil {
@@ -84,11 +85,26 @@ func open(interp *Interpreter, mem Memory, root string) (*Process, error) {
 	}
 	p.Layout = layout
 	p.codes = newCodeCache()
-	if err := p.check(root); err != nil {
-		return nil, fmt.Errorf("its layout (%s) does not fit: %w", layout.Sources(), err)
+	// The process runs while it is read: a thread state or frame may
+	// change under the reads (a thread starts or ends, a frame returns),
+	// and a check fail that a second look passes. A layout that does not
+	// fit fails every look.
+	for attempt := 1; ; attempt++ {
+		err = p.check(root)
+		if err == nil {
+			return p, nil
+		}
+		if attempt == checkAttempts {
+			return nil, fmt.Errorf("its layout (%s) does not fit: %w", layout.Sources(), err)
+		}
+		// A thread caught between two states may be off its CPU: give it
+		// time to go on (1, 2, 4, 8 ms).
+		time.Sleep(time.Millisecond << (attempt - 1))
 	}
-	return p, nil
 }
+
+// checkAttempts is how many looks a layout gets to fit a running process.
+const checkAttempts = 5
 
 // layout builds the process's layout: from 3.13 on, _Py_DebugOffsets
 // from its memory first; then the DWARF of its file (cached by file),

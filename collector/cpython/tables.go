@@ -15,6 +15,7 @@ var tables = map[int]map[string]uint64{
 	10: {
 		"RuntimeInterpretersHead":  32,
 		"RuntimeInterpretersMain":  40,
+		"RuntimeStateSize":         672,
 		"RuntimeTstateCurrent":     568,
 		"RuntimeGIL":               352,
 		"InterpNext":               0,
@@ -52,6 +53,7 @@ var tables = map[int]map[string]uint64{
 	11: {
 		"RuntimeInterpretersHead":  40,
 		"RuntimeInterpretersMain":  48,
+		"RuntimeStateSize":         166688,
 		"RuntimeTstateCurrent":     576,
 		"RuntimeGIL":               360,
 		"InterpNext":               0,
@@ -96,6 +98,7 @@ var tables = map[int]map[string]uint64{
 	12: {
 		"RuntimeInterpretersHead":  40,
 		"RuntimeInterpretersMain":  48,
+		"RuntimeStateSize":         459944,
 		"InterpNext":               0,
 		"InterpThreadsHead":        72,
 		"InterpCevalGIL":           384,
@@ -141,6 +144,7 @@ var tables = map[int]map[string]uint64{
 	13: {
 		"RuntimeInterpretersHead":  632,
 		"RuntimeInterpretersMain":  640,
+		"RuntimeStateSize":         283320,
 		"InterpNext":               7264,
 		"InterpThreadsHead":        7344,
 		"InterpCevalGIL":           16,

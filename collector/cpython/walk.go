@@ -39,7 +39,7 @@ func (p *Process) interpreters() ([]uint64, error) {
 	interp, err := p.mem.u64(p.Runtime + p.Layout.RuntimeInterpretersHead)
 	for ; err == nil && interp != 0; interp, err = p.mem.u64(interp + p.Layout.InterpNext) {
 		if len(interps) == MaxInterpreters || slices.Contains(interps, interp) {
-			return nil, errors.New("the list of interpreters loops or changed while read")
+			return nil, fmt.Errorf("the list of interpreters: %w", errListChanged)
 		}
 		interps = append(interps, interp)
 	}
@@ -50,8 +50,21 @@ func (p *Process) interpreters() ([]uint64, error) {
 }
 
 // Threads reads the thread states of every interpreter of the process,
-// newest first, the main interpreter's last.
-func (p *Process) Threads() ([]Thread, error) {
+// newest first, the main interpreter's last. A list that changes while
+// it is read (a thread starts or ends) is read again, a few times.
+func (p *Process) Threads() (threads []Thread, err error) {
+	for range 4 {
+		if threads, err = p.readThreads(); !errors.Is(err, errListChanged) {
+			break
+		}
+	}
+	return threads, err
+}
+
+// errListChanged says a list changed while it was read, or loops.
+var errListChanged = errors.New("changed while read, or loops")
+
+func (p *Process) readThreads() ([]Thread, error) {
 	interps, err := p.interpreters()
 	if err != nil {
 		return nil, err
@@ -77,7 +90,7 @@ func (p *Process) threadsOf(interp uint64) ([]Thread, error) {
 	seen := map[uint64]bool{}
 	for tstate, prev := first, uint64(0); tstate != 0; {
 		if seen[tstate] || len(threads) == MaxThreads {
-			return nil, errors.New("the interpreter's thread list loops or changed while read")
+			return nil, fmt.Errorf("interpreter %#x's thread list: %w", interp, errListChanged)
 		}
 		seen[tstate] = true
 		t, next, err := p.thread(tstate, interp)
@@ -85,7 +98,7 @@ func (p *Process) threadsOf(interp uint64) ([]Thread, error) {
 			return nil, err
 		}
 		if t.prev != prev {
-			return nil, fmt.Errorf("thread state %#x: its prev is %#x, not %#x (or the list changed while read)", tstate, t.prev, prev)
+			return nil, fmt.Errorf("thread state %#x: its prev is %#x, not %#x: %w", tstate, t.prev, prev, errListChanged)
 		}
 		threads = append(threads, t)
 		tstate, prev = next, tstate
@@ -153,6 +166,19 @@ func (p *Process) thread(tstate, interp uint64) (Thread, uint64, error) {
 		}
 	}
 	return t, s.u64(l.TstateNext), nil
+}
+
+// Context reads the context the thread state at tstate has entered
+// (0: none) and its version: one read, as the programs will, the two
+// fields being next to each other.
+func (p *Process) Context(tstate uint64) (context, version uint64, err error) {
+	l := p.Layout
+	base, size := spanOf(l.TstateContext, l.TstateContextVer)
+	s, err := p.mem.readSpan(tstate, base, size)
+	if err != nil {
+		return 0, 0, fmt.Errorf("thread state %#x's context: %w", tstate, err)
+	}
+	return s.u64(l.TstateContext), s.u64(l.TstateContextVer), nil
 }
 
 // GILState reads the first interpreter's GIL: whether it is held, and
