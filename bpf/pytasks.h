@@ -129,6 +129,61 @@ static __always_inline bool py_turn_to(struct thread_state *st, struct py_dest d
 	return true;
 }
 
+/* Thread st read bytes of the request of served connection cookie
+ * (start_ns its start), or of an answer to a call of it or, while that
+ * request is not known, of the task whose context is via: the contexts
+ * the code handling them makes before the thread's next cut are that
+ * request's (a request's task, made by the protocol that read it; a
+ * callback's copy of the context). A context made takes the newest of the
+ * interpreter's free ones: the PY_FRESH newest are noted now, and those
+ * in use at the next cut were made since (py_bind_fresh). Contexts made
+ * when none is free (a burst of them) are not seen so. */
+static __always_inline void py_note_read(struct thread_state *st, __u64 cookie, __u64 start_ns, __u64 via)
+{
+	if (!st->py.read || !follows_tasks(st))
+		return;
+	struct py_layout *l = &st->py.layout;
+	__u64 e = 0;
+	if (!l->ctx_freelist || bpf_probe_read_user(&e, sizeof(e), (void *)l->ctx_freelist))
+		return;
+	for (int i = 0; i < PY_FRESH; i++) {
+		st->py.fresh[i] = e;
+		if (e && bpf_probe_read_user(&e, sizeof(e), (void *)(e + l->ctx_next_free)))
+			e = 0;
+	}
+	st->py.fresh_conn = cookie;
+	st->py.fresh_start_ns = start_ns;
+	st->py.fresh_via = via;
+	st->py.fresh_armed = 1;
+}
+
+/* At the first cut after py_note_read: of the contexts noted free then,
+ * those in use now (a free one's reference count is 0, a made one's at
+ * least 1) were made since, and serve what was read. An entry left by an
+ * earlier context at the same address goes, with what it held. */
+static __always_inline void py_bind_fresh(struct thread_state *st)
+{
+	if (!st->py.fresh_armed)
+		return;
+	st->py.fresh_armed = 0;
+	for (int i = 0; i < PY_FRESH; i++) {
+		__u64 e = st->py.fresh[i];
+		if (!e)
+			break;
+		__s64 refs = 0;
+		if (bpf_probe_read_user(&refs, sizeof(refs), (void *)e) || refs <= 0)
+			continue;
+		struct held_key hk = {.tgid = bpf_get_current_pid_tgid() >> 32, .key = e};
+		bpf_map_delete_elem(&held, &hk);
+		struct py_ctx *b = py_ctx_of(e, true);
+		if (!b)
+			continue;
+		b->conn = st->py.fresh_conn;
+		b->start_ns = st->py.fresh_start_ns;
+		b->via = st->py.fresh_conn ? 0 : st->py.fresh_via;
+	}
+}
+
 /* At a cut of thread st's time in user mode (the entry of syscall nr, or
  * a switch off its CPU, nr -1): the interpreter says which context it
  * runs, and the piece being cut goes to what that context serves (above).
@@ -137,6 +192,7 @@ static __always_inline void follow_task(struct thread_state *st, long nr)
 {
 	if (!st->serving.served || !follows_tasks(st))
 		return;
+	py_bind_fresh(st);
 	__u64 ctx, ver;
 	if (!py_context_now(st, &ctx, &ver))
 		return;
@@ -210,6 +266,7 @@ static __always_inline void py_answer(struct thread_state *st, __u64 owner, __u6
 		return;
 	__u64 ctx = st->py.ctx;
 	struct py_dest d = {.conn = owner, .hold = owner ? 0 : owner_ctx};
+	py_note_read(st, owner, owner_start_ns, owner_ctx);
 	if (py_is_base(st, ctx)) {
 		st->py.base_conn = owner;
 	} else {

@@ -138,6 +138,7 @@ __attribute__((noinline)) int received(struct thread_state *st, struct conn_stat
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	take_bytes(op, off, ret, reading);
+	py_note_read(op->st, op->cookie, c->rec.start_ns, 0);
 	return 0;
 }
 

@@ -26,6 +26,7 @@ enum limits {
 	MAX_PY_THREADS = 64,    /* thread states searched for a thread's own (python.h) */
 	MAX_PY_LOOKUPS = 8,     /* searches of them before a thread is given up on */
 	MAX_HELD = 16384,       /* costs held for a destination known later (threads.h) */
+	PY_FRESH = 4,           /* free contexts noted at a read, the next ones made (pytasks.h) */
 	MAX_HANDOFF_DEPTH = 4,
 	MAX_CONNS = 65536,
 	NR_SOFTIRQS = 10,
@@ -462,6 +463,7 @@ struct py_layout {
 	__u64 interp;          /* the main interpreter (PyInterpreterState) */
 	__u64 tstate_current;  /* 3.10, 3.11: gilstate.tstate_current, the GIL's holder (NULL: none); 0 from 3.12 */
 	__u64 gil;             /* 3.12+: the main interpreter's GIL (struct _gil_runtime_state); 0 before */
+	__u64 ctx_freelist;    /* the interpreter's newest free context (a context made takes it) */
 	__u32 gil_last_holder; /* in the GIL: the last thread state to take it ... */
 	__u32 gil_locked;      /* ... and whether it is held (an int) */
 	__u32 interp_threads;  /* in the interpreter: its newest thread state */
@@ -469,7 +471,7 @@ struct py_layout {
 	__u32 tstate_tid;      /* ... its thread's kernel tid (3.11+); PY_ABSENT in 3.10 */
 	__u32 tstate_pthread;  /* ... its pthread_t, its thread's FS base (how 3.10's are known) */
 	__u32 tstate_context;  /* ... the contextvars.Context it runs; context_ver follows it */
-	__u32 pad;
+	__u32 ctx_next_free;   /* in a free context: the next free one */
 };
 
 #define PY_ABSENT 0xffffffff
@@ -484,10 +486,18 @@ struct thread_py {
 	__u64 ctx_ver;   /* ... and the interpreter's count of context changes then */
 	__u64 base_ctx;  /* the context it polls in: its event loop's own */
 	__u64 base_conn; /* the connection of its last socket operation in its loop's own context */
+	/* The interpreter's newest free contexts when it last read a
+	 * request's bytes or an answer (pytasks.h: the next contexts made). */
+	__u64 fresh[PY_FRESH];
+	__u64 fresh_conn;     /* ... the connection whose request it served then */
+	__u64 fresh_start_ns; /* ... that request's start (0: a task's context not yet bound, fresh_via) */
+	__u64 fresh_via;
 	__u32 kind;      /* enum py_thread */
 	__u32 handed;    /* it handed a pool thread a job: its responses claim jobs */
 	__u32 lookups;   /* searches of its interpreter's thread states for its own */
 	__u32 read;      /* ctx holds a context read */
+	__u32 fresh_armed; /* fresh holds contexts to look at, at the next cut */
+	__u32 pad;
 };
 
 /* An asyncio task's (or callback's) context, in a process, and the

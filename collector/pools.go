@@ -157,13 +157,18 @@ func attachPools(objs *bpfObjects, procs []*process) []link.Link {
 // attachPool attaches the pool probes in pid if it runs libuv, or gives
 // the programs its interpreter's layout if it runs CPython.
 func attachPool(objs *bpfObjects, pid int) (links []link.Link, status string, python bool) {
+	// CPython first: uvloop links libuv, whose pool CPython's work never
+	// runs on (its executors are Python threads), and whose
+	// uv_async_send every call_soon_threadsafe would trap into.
+	if status, python = followPython(objs, pid); python {
+		return nil, status, true
+	}
 	path, err := libuvBinary(pid)
 	if err != nil {
 		return nil, PoolNone, false // gone
 	}
 	if path == "" {
-		status, python = followPython(objs, pid)
-		return nil, status, python
+		return nil, status, false
 	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {

@@ -52,6 +52,9 @@ func pyLayoutOf(p *cpython.Process) (reqprofPyLayout, error) {
 	if p.TstateCurrent == 0 {
 		layout.Gil = p.GIL
 	}
+	if l.InterpContextFreelist != cpython.Absent && l.ContextNextFree != cpython.Absent {
+		layout.CtxFreelist = p.Interp + l.InterpContextFreelist
+	}
 	if layout.TstateTid == pyAbsent && layout.TstatePthread == pyAbsent {
 		return reqprofPyLayout{}, fmt.Errorf("Python %s: its thread states name no thread", p.Release)
 	}

@@ -176,6 +176,7 @@ const (
 	reqprofLimitsMAX_PY_THREADS       reqprofLimits = 64
 	reqprofLimitsMAX_PY_LOOKUPS       reqprofLimits = 8
 	reqprofLimitsMAX_HELD             reqprofLimits = 16384
+	reqprofLimitsPY_FRESH             reqprofLimits = 4
 	reqprofLimitsMAX_HANDOFF_DEPTH    reqprofLimits = 4
 	reqprofLimitsMAX_CONNS            reqprofLimits = 65536
 	reqprofLimitsNR_SOFTIRQS          reqprofLimits = 10
@@ -243,6 +244,7 @@ type reqprofPyLayout struct {
 	Interp        uint64
 	TstateCurrent uint64
 	Gil           uint64
+	CtxFreelist   uint64
 	GilLastHolder uint32
 	GilLocked     uint32
 	InterpThreads uint32
@@ -250,7 +252,7 @@ type reqprofPyLayout struct {
 	TstateTid     uint32
 	TstatePthread uint32
 	TstateContext uint32
-	Pad           uint32
+	CtxNextFree   uint32
 }
 
 type reqprofRecordFlags uint32
@@ -501,17 +503,23 @@ type reqprofThreadState struct {
 		Pad        uint32
 	}
 	Py struct {
-		_        structs.HostLayout
-		Layout   reqprofPyLayout
-		Tstate   uint64
-		Ctx      uint64
-		CtxVer   uint64
-		BaseCtx  uint64
-		BaseConn uint64
-		Kind     uint32
-		Handed   uint32
-		Lookups  uint32
-		Read     uint32
+		_            structs.HostLayout
+		Layout       reqprofPyLayout
+		Tstate       uint64
+		Ctx          uint64
+		CtxVer       uint64
+		BaseCtx      uint64
+		BaseConn     uint64
+		Fresh        [4]uint64
+		FreshConn    uint64
+		FreshStartNs uint64
+		FreshVia     uint64
+		Kind         uint32
+		Handed       uint32
+		Lookups      uint32
+		Read         uint32
+		FreshArmed   uint32
+		Pad          uint32
 	}
 	Loop struct {
 		_     structs.HostLayout
