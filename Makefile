@@ -105,6 +105,7 @@ FUZZ_TARGETS := \
 	./collector/stream:FuzzConnH2 \
 	./collector/stream:FuzzConnRESP \
 	./collector/stream:FuzzConnJSONRPC \
+	./collector/stream:FuzzResponses \
 	./collector/stream:FuzzConnFastCGI \
 	./collector/symbols:FuzzParsePerfMap \
 	./collector/symbols:FuzzParseMapsLine \
