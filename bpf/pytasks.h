@@ -188,7 +188,7 @@ static __always_inline void py_bind_fresh(struct thread_state *st)
  * a switch off its CPU, nr -1): the interpreter says which context it
  * runs, and the piece being cut goes to what that context serves (above).
  * The caller clears st->clock.estimated once the piece is cut. */
-static __always_inline void follow_task(struct thread_state *st, long nr)
+static __always_inline void follow_task(struct thread_state *st, long nr, __u64 now)
 {
 	if (!st->serving.served || !follows_tasks(st))
 		return;
@@ -214,7 +214,15 @@ static __always_inline void follow_task(struct thread_state *st, long nr)
 	 * the loop's, entering one from it, or both. More: some other
 	 * context ran in between, unseen. */
 	__u64 least = ctx == was ? 0 : py_is_base(st, was) || py_is_base(st, ctx) ? 1 : 2;
-	bool turned = py_turn_to(st, py_dest_of(st, ctx));
+	struct py_dest d = py_dest_of(st, ctx);
+	bool moves = d.conn ? st->serving.conn != d.conn || st->serving.hold : st->serving.conn || st->serving.hold != d.hold;
+	if (moves && st->clock.mode == MODE_USER && st->clock.run_start_ns && now > st->clock.run_start_ns) {
+		/* The previous context's tail and the next one's head: which
+		 * is longer, nothing says; each destination takes half. */
+		st->clock.estimated = 1;
+		cut(st, st->clock.run_start_ns + (now - st->clock.run_start_ns) / 2, false);
+	}
+	bool turned = py_turn_to(st, d);
 	if (turned || changes > least)
 		st->clock.estimated = 1;
 }

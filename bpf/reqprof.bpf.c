@@ -120,7 +120,7 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 	/* After the clock: finding the goroutine, or the Python task, is
 	 * this syscall's cost. */
 	follow_goroutine(st, current_goid(st));
-	follow_task(st, id);
+	follow_task(st, id, now);
 	struct thread_clock *k = &st->clock;
 	if (k->mode == MODE_UNKNOWN) {
 		/* Whatever was held back was user time: we are entering now. */

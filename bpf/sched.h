@@ -33,7 +33,7 @@ static __always_inline bool switch_out(struct task_struct *prev, bool preempt, u
 	 * the Python task the one it read. */
 	follow_goroutine(st, goid_in_context(st));
 	if (st->clock.mode == MODE_USER)
-		follow_task(st, -1);
+		follow_task(st, -1, now);
 	end_slice(st, now, prev->se.sum_exec_runtime);
 	st->clock.estimated = 0;
 	struct cost *to = pending_of(st);

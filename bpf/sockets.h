@@ -31,8 +31,9 @@ struct sock_op {
  * registers the syscall was made with, to capture the request's bytes. */
 static __always_inline void lite_boundary(struct thread_state *st, int just_read)
 {
-	follow_task(st, -1);
-	cut(st, bpf_ktime_get_ns(), false);
+	__u64 now = bpf_ktime_get_ns();
+	follow_task(st, -1, now);
+	cut(st, now, false);
 	st->clock.estimated = 0;
 	follow_goroutine(st, current_goid(st));
 	if (just_read && cfg.capture_bytes) {
