@@ -17,10 +17,12 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Debian packages the build, the generate check and the root tests use:
 # real servers and their load generators, a browser for the page test,
-# Prometheus to scrape reqprof serve, and tmux for the live view's test.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi nodejs
+# Prometheus to scrape reqprof serve, tmux for the live view's test, and
+# PHP 8.2 (php-fpm, the CLI, and the engine's headers that its layout
+# table is checked against) for the interpreter frames' tests.
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi nodejs php8.2-fpm php8.2-cli php8.2-dev
 # Commands standing for them.
-DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux node
+DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux node php-fpm8.2 php8.2
 
 .PHONY: build generate check-generate deps vet test demo fuzz bench
 
@@ -50,10 +52,12 @@ deps:
 	test -f /usr/lib/python3/dist-packages/aiohttp/__init__.py || missing="$$missing python3-aiohttp"; \
 	test -f /usr/lib/python3/dist-packages/fastapi/__init__.py || missing="$$missing python3-fastapi"; \
 	test -f /usr/include/x86_64-linux-gnu/asm/unistd_64.h || missing="$$missing linux-libc-dev"; \
+	test -f /usr/include/php/20220829/main/php.h || missing="$$missing php8.2-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages for:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
 		$(SUDO) service redis-server stop >/dev/null 2>&1 || true; \
+		$(SUDO) service php8.2-fpm stop >/dev/null 2>&1 || true; \
 		$(SUDO) service prometheus stop >/dev/null 2>&1 || true; \
 	fi
 
@@ -90,6 +94,9 @@ FUZZ_TARGETS := \
 	./collector:FuzzParseCPUList \
 	./collector:FuzzReadGoLayout \
 	./collector:FuzzPythonRuntime \
+	./collector/php:FuzzParseBuild \
+	./collector/php:FuzzReadInterpreter \
+	./collector/php:FuzzLocate \
 	./collector/route:FuzzName \
 	./collector/route:FuzzJSONMethod \
 	./collector/stream:FuzzConnHTTP1 \
