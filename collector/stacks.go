@@ -127,6 +127,11 @@ type resolvedStack struct {
 	// told apart by the word on top of the user stack too (its caller),
 	// under a key of its own; this entry has no frames.
 	byTop bool
+	// unnamedJIT is the sample the stack was resolved from when some of
+	// its frames are JIT code its perf map did not name yet (a JIT writes
+	// a name after it compiles the code): it is resolved again at the
+	// end, when the map has it.
+	unnamedJIT *decodedSample
 }
 
 type heldSample struct {
@@ -236,12 +241,7 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 	}
 	t := s.perTarget[d.target]
 	s.pids[int(d.tgid)] = d.target
-	// The kernel's innermost address is the interrupted instruction in
-	// kernel mode; the user stack's is, in user mode; every other
-	// address is a return address.
-	frames := s.sym.AppendKernel(s.frames[:0], d.kernel, true)
-	frames, byTop := s.sym.AppendUser(frames, int(d.tgid), d.user, !kernelMode, d.stackTop)
-	s.frames = frames
+	frames, byTop := s.resolve(d)
 	if byTop && !known {
 		// The first of its kind: a marker under the addresses' key, the
 		// stack under the key with its top.
@@ -249,14 +249,61 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 		key = binary.NativeEndian.AppendUint64(append(key, 't'), d.stackTop)
 		s.key = key
 	}
-	resolved := resolvedStack{frames: make([]int32, len(frames))}
-	for i, f := range frames {
-		resolved.frames[i] = t.frame(f)
+	resolved := resolvedStack{frames: t.frameIndexes(nil, frames)}
+	if unnamedJIT(frames) {
+		resolved.unnamedJIT = d.clone()
 	}
 	if len(d.kernel) > 0 {
 		t.kernel = true
 	}
 	return s.add(key, resolved), true
+}
+
+// resolve resolves d's stacks to frames, innermost first, and says
+// whether the innermost user function had no frame (AppendUser's
+// topUsed). The frames are s.frames, reused.
+func (s *stackSamples) resolve(d *decodedSample) ([]profile.Frame, bool) {
+	// The kernel's innermost address is the interrupted instruction in
+	// kernel mode; the user stack's is, in user mode; every other
+	// address is a return address.
+	frames := s.sym.AppendKernel(s.frames[:0], d.kernel, true)
+	frames, byTop := s.sym.AppendUser(frames, int(d.tgid), d.user, !d.has(reqprofSampleFlagsSAMPLE_KERNEL_MODE), d.stackTop)
+	s.frames = frames
+	return frames, byTop
+}
+
+// unnamedJIT says whether some of frames is JIT code without a name.
+func unnamedJIT(frames []profile.Frame) bool {
+	for _, f := range frames {
+		if f.Module == profile.JITModule && f.Function == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// clone is a copy of d that shares no memory with it.
+func (d *decodedSample) clone() *decodedSample {
+	c := *d
+	c.kernel = slices.Clone(d.kernel)
+	c.user = slices.Clone(d.user)
+	return &c
+}
+
+// nameJIT resolves again the stacks that had JIT code without a name,
+// once the window closed: the perf map has the names of the code compiled
+// since. What the samples counted under them is counted under the new
+// frames.
+func (s *stackSamples) nameJIT() {
+	for i := range s.stacks {
+		r := &s.stacks[i]
+		if r.unnamedJIT == nil {
+			continue
+		}
+		frames, _ := s.resolve(r.unnamedJIT)
+		r.frames = s.perTarget[r.unnamedJIT.target].frameIndexes(r.frames[:0], frames)
+		r.unnamedJIT = nil
+	}
 }
 
 // add keeps a resolved stack under key and says its index.
@@ -266,6 +313,14 @@ func (s *stackSamples) add(key []byte, r resolvedStack) int32 {
 	s.index[string(key)] = i
 	s.keyBytes += len(key)
 	return i
+}
+
+// frameIndexes appends to dst the indexes of frames in t's frames.
+func (t *targetSamples) frameIndexes(dst []int32, frames []profile.Frame) []int32 {
+	for _, f := range frames {
+		dst = append(dst, t.frame(f))
+	}
+	return dst
 }
 
 func (t *targetSamples) frame(f profile.Frame) int32 {
@@ -322,6 +377,7 @@ func (s *stackSamples) result(stats []reqprofTargetStats) []*profile.Stacks {
 		}
 	}
 	s.held, s.nHeld = map[uint64][]heldSample{}, 0
+	s.nameJIT()
 	notes := map[uint32][]string{}
 	for _, n := range s.sym.Notes() {
 		if n.PID == 0 {

@@ -3,9 +3,11 @@ package collector
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/reqprof/reqprof/collector/symbols"
 	"github.com/reqprof/reqprof/profile"
@@ -259,5 +261,37 @@ func TestParseCPUList(t *testing.T) {
 		if got, err := parseCPUList(bad); err == nil {
 			t.Errorf("%q read as %v", bad, got)
 		}
+	}
+}
+
+// A stack whose JIT code the perf map did not name when it was first seen
+// (a JIT writes a name after it compiles the code) is named at the end of
+// the window, with every sample counted under it.
+func TestUnnamedJITNamedAtTheEnd(t *testing.T) {
+	proc := t.TempDir()
+	dir := filepath.Join(proc, "4242")
+	perfMap := filepath.Join(dir, "root", "tmp", "perf-4242.map")
+	if err := os.MkdirAll(filepath.Dir(perfMap), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "maps"), []byte("7f0000000000-7f0000010000 r-xp 00000000 00:00 0 \n"), 0o644)
+	os.WriteFile(perfMap, []byte("7f0000001000 100 JS:*older app.js:1\n"), 0o644)
+	res := newConsumeResult(1)
+	res.stacks = newStackSamples(1, 999, symbols.New(symbols.Options{Proc: proc, Kallsyms: filepath.Join(proc, "kallsyms"), PerfMapInterval: time.Nanosecond}))
+	res.decode(userSample(t, 0, 0, 0x7f0000002010, 0x7f0000001010))
+	res.decode(userSample(t, 0, 0, 0x7f0000002010, 0x7f0000001010))
+	if err := os.WriteFile(perfMap, []byte("7f0000001000 100 JS:*older app.js:1\n7f0000002000 100 JS:*handle app.js:10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := res.stacks.result(nil)[0]
+	if len(st.Samples) != 1 || st.Samples[0].Count != 2 {
+		t.Fatalf("samples %+v, want one stack of 2", st.Samples)
+	}
+	var names []string
+	for _, i := range st.Samples[0].Frames {
+		names = append(names, st.Frames[i].Name())
+	}
+	if want := []string{"JS:*handle app.js:10", "JS:*older app.js:1"}; !slices.Equal(names, want) {
+		t.Errorf("frames %q, want %q", names, want)
 	}
 }

@@ -65,8 +65,8 @@ type Frame struct {
 	Line int
 	// Module is the binary or library that holds the address (its path in
 	// the target's file system), "[kernel]" or "[MODULE]" for the kernel
-	// and its modules, "[jit]" for code a perf map names, "" when no
-	// mapping holds it.
+	// and its modules, "[jit]" for code in anonymous executable memory (a
+	// JIT's, named if its perf map names it), "" when no mapping holds it.
 	Module  string
 	BuildID string
 	// Address is the sampled address in the process (or the kernel).
@@ -83,7 +83,8 @@ type Frame struct {
 // KernelModule is the Module of frames in the kernel's own text.
 const KernelModule = "[kernel]"
 
-// JITModule is the Module of frames a perf map (/tmp/perf-PID.map) names.
+// JITModule is the Module of frames in anonymous executable memory: code
+// a JIT compiled, which a perf map (/tmp/perf-PID.map) may name.
 const JITModule = "[jit]"
 
 // Name is what a profile shows for the frame: its function, or where the

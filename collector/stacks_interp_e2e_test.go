@@ -1,0 +1,167 @@
+package collector_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/profile"
+)
+
+// Interpreted routes: internal/stackservers' servers, in Python, PHP and
+// JavaScript, each with two routes that burn their CPU in functions of
+// their own, light (2 ms a request) and heavy (4 ms). Each route's
+// samples must be under its own function (at least 80% of them, kernel
+// samples included: a thread in a syscall is still in its function) and
+// hardly ever under the other's (at most 2%), and every request served
+// counted under its route.
+
+// Burns of the interpreted routes, in µs a request.
+const (
+	interpLightUs = 2000
+	interpHeavyUs = 4000
+)
+
+// interpRoute is one route of an interpreted server: its path and what
+// its function is called in a frame (which matches).
+type interpRoute struct {
+	path     string
+	function func(profile.Frame) bool
+	name     string
+}
+
+// servedRequests is what internal/stackservers' servers print on SIGTERM.
+type servedRequests struct {
+	Requests map[string]uint64 `json:"requests"`
+}
+
+// profileInterpRoutes warms srv up with 40 requests of each route before
+// the window (a JIT compiles what it runs often: a function's first calls
+// are interpreted), then loads it with requests split between /light and
+// /heavy over 2 connections, sampling stacks, and returns the window and
+// the server's own counts of what the window saw.
+func profileInterpRoutes(t *testing.T, srv *calserver.Process, requests int) (window, map[string]uint64) {
+	t.Helper()
+	const warm = 40
+	if _, err := loadgen.Run(context.Background(), loadgen.Config{
+		Addr: srv.Addr, Conns: 2, Requests: 2 * warm, Paths: []string{"/light", "/heavy"},
+	}); err != nil {
+		t.Fatalf("warm-up load: %v", err)
+	}
+	w := measureConfig(t, []int{srv.PID()}, func(cfg *collector.Config) { cfg.Stacks = true }, func() {
+		if _, err := loadgen.Run(context.Background(), loadgen.Config{
+			Addr: srv.Addr, Conns: 2, Requests: requests, Paths: []string{"/light", "/heavy"},
+		}); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	var served servedRequests
+	if err := srv.StopInto(&served); err != nil {
+		t.Fatal(err)
+	}
+	for path := range served.Requests {
+		served.Requests[path] -= warm
+	}
+	return w, served.Requests
+}
+
+// checkInterpRoutes checks each route's samples are under its own
+// function (≥80%) and not the other's (≤2%), and its requests counted.
+func checkInterpRoutes(t *testing.T, st *profile.Stacks, target profile.Target, served map[string]uint64, routes []interpRoute) {
+	t.Helper()
+	if st == nil {
+		t.Fatal("no stacks in the run")
+	}
+	t.Logf("notes %q, lost %v", st.Notes, st.Lost)
+	for i, r := range routes {
+		other := routes[1-i]
+		name := "GET " + r.path
+		if got := routeRequests(target, name); uint64(got) != served[r.path] {
+			t.Errorf("%s: %d requests reqprof finished, the server served %d", name, got, served[r.path])
+		}
+		var all, own, others uint64
+		var outside []string           // the stacks of most samples not under its function
+		for _, s := range st.Samples { // most samples first
+			if s.Route.Route != name {
+				continue
+			}
+			all += s.Count
+			if underFunction(st, s, r.function) {
+				own += s.Count
+			} else if len(outside) < 3 {
+				outside = append(outside, stackText(st, s))
+			}
+			if underFunction(st, s, other.function) {
+				others += s.Count
+			}
+		}
+		example := strings.Join(outside, "; ")
+		if all == 0 {
+			t.Errorf("%s: no samples", name)
+			continue
+		}
+		ownShare, otherShare := float64(own)/float64(all), float64(others)/float64(all)
+		t.Logf("%s: %d samples, %.1f%% under %s, %.1f%% under %s; most not under it: %s", name, all, 100*ownShare, r.name, 100*otherShare, other.name, example)
+		if ownShare < 0.80 {
+			t.Errorf("%s: %.1f%% of its samples under %s, want at least 80%%", name, 100*ownShare, r.name)
+		}
+		if otherShare > 0.02 {
+			t.Errorf("%s: %.1f%% of its samples under %s, want at most 2%%", name, 100*otherShare, other.name)
+		}
+	}
+}
+
+// underFunction says whether a frame of a sample's stack is the
+// function's.
+func underFunction(st *profile.Stacks, s profile.StackSample, function func(profile.Frame) bool) bool {
+	for _, i := range s.Frames {
+		if function(st.Frames[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// stackText is a sample's stack, its 8 innermost frames, for the log.
+func stackText(st *profile.Stacks, s profile.StackSample) string {
+	var names []string
+	for _, i := range s.Frames[:min(len(s.Frames), 8)] {
+		names = append(names, st.Frames[i].Name())
+	}
+	return fmt.Sprintf("%d× %s", s.Count, strings.Join(names, " < "))
+}
+
+// jsFunction matches V8's name of a JavaScript function in its perf map:
+// "JS:" then a tier mark ("^" Sparkplug, "*" optimized, "~" interpreted,
+// or none), the function's name and its place.
+func jsFunction(name string) func(profile.Frame) bool {
+	return func(f profile.Frame) bool {
+		rest, ok := strings.CutPrefix(f.Function, "JS:")
+		if !ok || f.Module != profile.JITModule {
+			return false
+		}
+		return strings.HasPrefix(strings.TrimLeft(rest, "^*~+"), name+" ")
+	}
+}
+
+// TestStacksNodeRoutes: Node 20 run with --perf-basic-prof names its
+// compiled JavaScript in /tmp/perf-PID.map, and V8 keeps frame pointers
+// through it: each route's samples are under its own JavaScript function.
+func TestStacksNodeRoutes(t *testing.T) {
+	testbin.RequireBPF(t)
+	srv := startScriptServer(t, "node", []string{"--perf-basic-prof"}, "stackservers", "routes.js",
+		fmt.Sprint(interpLightUs), fmt.Sprint(interpHeavyUs))
+	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", srv.PID())) })
+	w, served := profileInterpRoutes(t, srv, 800)
+	target := targetOf(t, w.run, srv.PID())
+	checkInterpRoutes(t, target.Stacks, target, served, []interpRoute{
+		{"/light", jsFunction("lightWork"), "lightWork"},
+		{"/heavy", jsFunction("heavyWork"), "heavyWork"},
+	})
+}
