@@ -155,7 +155,9 @@ func jsFunction(name string) func(profile.Frame) bool {
 // through it: each route's samples are under its own JavaScript function.
 func TestStacksNodeRoutes(t *testing.T) {
 	testbin.RequireBPF(t)
-	srv := startScriptServer(t, "node", []string{"--perf-basic-prof"}, "stackservers", "routes.js",
+	// In a directory of its own: --perf-basic-prof has V8 write a log
+	// file there too.
+	srv := startScriptServerIn(t, t.TempDir(), "node", []string{"--perf-basic-prof"}, "stackservers", "routes.js",
 		fmt.Sprint(interpLightUs), fmt.Sprint(interpHeavyUs))
 	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", srv.PID())) })
 	w, served := profileInterpRoutes(t, srv, 800)
