@@ -21,7 +21,7 @@ func sampleBytes(t testing.TB, s reqprofStackSample) []byte {
 	if err := binary.Write(&buf, binary.LittleEndian, s); err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()[:sampleHeaderSize+8*int(s.KernelFrames+s.UserFrames)]
+	return buf.Bytes()[:sampleHeaderSize+8*int(s.KernelFrames+s.UserFrames+2*s.InterpFrames)]
 }
 
 // userSample is a user-mode sample of process 4242 in target 0, running
@@ -49,7 +49,18 @@ func TestDecodeStackSample(t *testing.T) {
 		!d.has(reqprofSampleFlagsSAMPLE_KERNEL_MODE) {
 		t.Errorf("decoded %+v", d)
 	}
-	b := sampleBytes(t, in)
+	withInterp := in
+	withInterp.InterpFrames, withInterp.InterpEntries = 1, 1
+	withInterp.Ips[3], withInterp.Ips[4] = 0x7f0000001000, 0x7f0000001010
+	d, err = decodeStackSample(sampleBytes(t, withInterp))
+	if err != nil || !slices.Equal(d.user, []uint64{0x401000}) || !slices.Equal(d.interp, []uint64{0x7f0000001000, 0x7f0000001010}) || d.interpEntries != 1 {
+		t.Errorf("with an interpreter frame: decoded %+v (%v)", d, err)
+	}
+	b := sampleBytes(t, withInterp)
+	if _, err := decodeStackSample(b[:len(b)-1]); err == nil {
+		t.Error("a sample claiming more interpreter frames than it carries was decoded")
+	}
+	b = sampleBytes(t, in)
 	if _, err := decodeStackSample(b[:len(b)-1]); err == nil {
 		t.Error("a sample claiming more frames than it carries was decoded")
 	}
@@ -62,13 +73,15 @@ func TestDecodeStackSample(t *testing.T) {
 // gives more frames than the record holds or the BPF side sends.
 func FuzzDecodeStackSample(f *testing.F) {
 	f.Add(userSample(f, 1, 2, 0x401000, 0x402000))
+	f.Add(interpSample(f, []uint64{0x401000}, 1, 0x7f0000001000, 0x7f0000001010))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := decodeStackSample(b)
 		if err != nil {
 			return
 		}
-		if n := len(d.kernel) + len(d.user); sampleHeaderSize+8*n > len(b) || len(d.kernel) > int(reqprofLimitsSTACK_DEPTH) {
-			t.Fatalf("%d frames from %d bytes", n, len(b))
+		if n := len(d.kernel) + len(d.user) + len(d.interp); sampleHeaderSize+8*n > len(b) || len(d.kernel) > int(reqprofLimitsSTACK_DEPTH) ||
+			len(d.interp)%2 != 0 || len(d.interp) > 2*int(reqprofLimitsMAX_INTERP_FRAMES) {
+			t.Fatalf("%d words of frames from %d bytes (%d of interpreter frames)", n, len(b), len(d.interp))
 		}
 	})
 }

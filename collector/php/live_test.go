@@ -2,6 +2,7 @@ package php
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -112,9 +113,15 @@ func TestUnknownEngines(t *testing.T) {
 		}
 	}
 	// A known engine whose memory does not read as its layout says.
-	_, err := open(&Interpreter{Build: Build{API: 20220829}, ExecutorGlobals: 0x1000}, fakeMemory{base: 0x1000, b: make([]byte, 4096)})
+	garbage := bytes.Repeat([]byte{0x41}, 4096)
+	_, err := open(&Interpreter{Build: Build{API: 20220829}, ExecutorGlobals: 0x1000}, fakeMemory{base: 0x1000, b: garbage})
 	if err == nil || !strings.Contains(err.Error(), "does not fit") {
-		t.Errorf("zeroed memory: %v, want its layout not to fit", err)
+		t.Errorf("memory of 0x41s: %v, want its layout not to fit", err)
+	}
+	// Executor globals not set up yet: no request started.
+	_, err = open(&Interpreter{Build: Build{API: 20220829}, ExecutorGlobals: 0x1000}, fakeMemory{base: 0x1000, b: make([]byte, 4096)})
+	if !errors.Is(err, ErrNoRequestYet) {
+		t.Errorf("zeroed executor globals: %v, want ErrNoRequestYet", err)
 	}
 }
 

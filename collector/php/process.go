@@ -65,7 +65,9 @@ func open(interp *Interpreter, mem Memory) (*Process, error) {
 	}
 	p := &Process{Interpreter: interp, Layout: l, mem: reader{mem}, funcs: map[uint64]*Function{}}
 	p.CurrentExecuteData = interp.ExecutorGlobals + l.EGCurrentExecuteData
-	if err := p.check(); err != nil {
+	if err := p.check(); errors.Is(err, ErrNoRequestYet) {
+		return nil, err
+	} else if err != nil {
 		return nil, fmt.Errorf("its layout (API %d's table) does not fit: %w", interp.API, err)
 	}
 	return p, nil
@@ -84,11 +86,19 @@ const (
 	checkedBuckets = 64
 )
 
+// ErrNoRequestYet says a process has started no request, and its engine
+// has not set its executor globals up: a php-fpm master, or a worker
+// before its first request. It runs no PHP code (yet).
+var ErrNoRequestYet = errors.New("its engine has started no request (a php-fpm master, or a worker before its first)")
+
 // check finds the engine's first function in its function table and its
 // first class in its class table, and reads them.
 func (p *Process) check() error {
 	l := p.Layout
 	eg := p.ExecutorGlobals
+	if table, err := p.mem.u64(eg + l.EGFunctionTable); err == nil && table == 0 {
+		return ErrNoRequestYet
+	}
 	fn, err := p.entry(eg+l.EGFunctionTable, "function table", engineFunction)
 	if err != nil {
 		return err
