@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reqprof/reqprof/collector"
 	"github.com/reqprof/reqprof/internal/calserver"
@@ -166,4 +170,129 @@ func TestStacksNodeRoutes(t *testing.T) {
 		{"/light", jsFunction("lightWork"), "lightWork"},
 		{"/heavy", jsFunction("heavyWork"), "heavyWork"},
 	})
+}
+
+// TestStacksUnknownPHPEngine: a PHP whose engine reqprof does not know
+// (Debian's php8.2 with its build id changed to name an API of 2099) is
+// sampled with its native frames only, and one note names what could not
+// be read; no frame is taken for a PHP function.
+func TestStacksUnknownPHPEngine(t *testing.T) {
+	testbin.RequireBPF(t)
+	orig, err := os.ReadFile(lookPathOrFail(t, "php8.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const known, unknown = "\x00API20220829,NTS\x00", "\x00API20990101,NTS\x00"
+	if strings.Count(string(orig), known) != 1 {
+		t.Fatalf("php8.2 names its engine %d times, want once", strings.Count(string(orig), known))
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "php8.2")
+	if err := os.WriteFile(bin, []byte(strings.Replace(string(orig), known, unknown, 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs("php/testdata/spin.php")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -n: no php.ini, no extension, which would refuse the engine.
+	cmd := exec.Command(bin, "-n", script)
+	startReady(t, cmd)
+	w := measureConfig(t, []int{cmd.Process.Pid}, func(cfg *collector.Config) { cfg.Stacks = true }, func() {
+		waitCPU(t, cmd.Process.Pid, 500*time.Millisecond)
+	})
+	st := targetOf(t, w.run, cmd.Process.Pid).Stacks
+	if st == nil {
+		t.Fatal("no stacks")
+	}
+	var samples, inExecutor uint64
+	for _, s := range st.Samples {
+		samples += s.Count
+		for _, i := range s.Frames {
+			f := st.Frames[i]
+			if f.Interpreted() {
+				t.Fatalf("a PHP frame read with no layout known: %+v", f)
+			}
+			if f.Function == "execute_ex" {
+				inExecutor += s.Count
+				break
+			}
+		}
+	}
+	var noted []string
+	for _, n := range st.Notes {
+		if strings.Contains(n, "API 20990101") {
+			noted = append(noted, n)
+		}
+	}
+	t.Logf("%d samples, %d in execute_ex; notes %q", samples, inExecutor, st.Notes)
+	if len(noted) != 1 || !strings.Contains(noted[0], "not known") {
+		t.Errorf("notes %q, want one saying API 20990101's layout is not known", st.Notes)
+	}
+	if samples == 0 || inExecutor == 0 {
+		t.Errorf("%d samples, %d of them in execute_ex: want its native frames", samples, inExecutor)
+	}
+}
+
+// waitCPU waits until process pid has spent d more of CPU, within 30 s.
+func waitCPU(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	start, err := collector.ProcessCPUNs(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		now, err := collector.ProcessCPUNs(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now-start >= uint64(d) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d spent %v of CPU in 30 s, want %v", pid, time.Duration(now-start), d)
+		}
+	}
+}
+
+// TestStacksPHPCLI: Debian's PHP CLI spinning in a method that a closure
+// calls from array_map (two invocations of the executor, the closure's
+// within array_map's C frame): nearly every sample reads, innermost
+// first, Worker::heavy_work, {closure}, array_map, outer, {main}.
+func TestStacksPHPCLI(t *testing.T) {
+	testbin.RequireBPF(t)
+	script, err := filepath.Abs("php/testdata/spin.php")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(lookPathOrFail(t, "php8.2"), "-n", script)
+	startReady(t, cmd)
+	w := measureConfig(t, []int{cmd.Process.Pid}, func(cfg *collector.Config) { cfg.Stacks = true }, func() {
+		waitCPU(t, cmd.Process.Pid, 500*time.Millisecond)
+	})
+	st := targetOf(t, w.run, cmd.Process.Pid).Stacks
+	if st == nil {
+		t.Fatal("no stacks")
+	}
+	want := []string{"Worker::heavy_work", "{closure}", "array_map", "outer", "{main}"}
+	var samples, whole uint64
+	var other string
+	for _, s := range st.Samples {
+		samples += s.Count
+		var php []string
+		for _, i := range s.Frames {
+			if f := st.Frames[i]; f.Module == profile.PHPModule {
+				php = append(php, f.Function)
+			}
+		}
+		if slices.Equal(php, want) {
+			whole += s.Count
+		} else if other == "" {
+			other = stackText(st, s)
+		}
+	}
+	t.Logf("%d samples, %d with the script's whole stack; notes %q; one without: %s", samples, whole, st.Notes, other)
+	if samples == 0 || float64(whole) < 0.9*float64(samples) {
+		t.Errorf("%d of %d samples read %q, want at least 90%%", whole, samples, want)
+	}
 }
