@@ -17,10 +17,12 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # Debian packages the build, the generate check and the root tests use:
 # real servers and their load generators, a browser for the page test,
-# Prometheus to scrape reqprof serve, tmux for the live view's test, and
-# PHP 8.2 (php-fpm, the CLI, and the engine's headers that its layout
-# table is checked against) for the interpreter frames' tests.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi nodejs php8.2-fpm php8.2-cli php8.2-dev
+# Prometheus to scrape reqprof serve, tmux for the live view's test,
+# php-fpm behind nginx for FastCGI and the interpreter frames' tests
+# (with the PHP CLI, and the engine's headers its layout table is checked
+# against), and uvloop and httptools (what uvicorn's users get by
+# default) for the Python runtime tests.
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi python3-uvloop python3-httptools nodejs php8.2-fpm php8.2-cli php8.2-dev
 # Commands standing for them.
 DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux node php-fpm8.2 php8.2
 
@@ -51,14 +53,15 @@ deps:
 	test -f /usr/include/bpf/bpf_helpers.h || missing="$$missing libbpf-dev"; \
 	test -f /usr/lib/python3/dist-packages/aiohttp/__init__.py || missing="$$missing python3-aiohttp"; \
 	test -f /usr/lib/python3/dist-packages/fastapi/__init__.py || missing="$$missing python3-fastapi"; \
+	test -f /usr/lib/python3/dist-packages/uvloop/__init__.py || missing="$$missing python3-uvloop"; \
 	test -f /usr/include/x86_64-linux-gnu/asm/unistd_64.h || missing="$$missing linux-libc-dev"; \
 	test -f /usr/include/php/20220829/main/php.h || missing="$$missing php8.2-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages for:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
 		$(SUDO) service redis-server stop >/dev/null 2>&1 || true; \
-		$(SUDO) service php8.2-fpm stop >/dev/null 2>&1 || true; \
 		$(SUDO) service prometheus stop >/dev/null 2>&1 || true; \
+		$(SUDO) service php8.2-fpm stop >/dev/null 2>&1 || true; \
 	fi
 
 vet:
@@ -93,16 +96,22 @@ FUZZ_TARGETS := \
 	./collector:FuzzParseFdinfoIDs \
 	./collector:FuzzParseCPUList \
 	./collector:FuzzReadGoLayout \
-	./collector:FuzzPythonRuntime \
+	./collector/cpython:FuzzReadInterpreter \
+	./collector/cpython:FuzzDWARFLayout \
+	./collector/cpython:FuzzDebugOffsets \
+	./collector/cpython:FuzzLineTable310 \
+	./collector/cpython:FuzzLineTable311 \
 	./collector/php:FuzzParseBuild \
 	./collector/php:FuzzReadInterpreter \
 	./collector/php:FuzzLocate \
 	./collector/route:FuzzName \
 	./collector/route:FuzzJSONMethod \
+	./collector/route:FuzzFastCGIParams \
 	./collector/stream:FuzzConnHTTP1 \
 	./collector/stream:FuzzConnH2 \
 	./collector/stream:FuzzConnRESP \
 	./collector/stream:FuzzConnJSONRPC \
+	./collector/stream:FuzzConnFastCGI \
 	./collector/symbols:FuzzParsePerfMap \
 	./collector/symbols:FuzzParseMapsLine \
 	./collector/symbols:FuzzParseKallsyms \
@@ -120,7 +129,7 @@ FUZZ_EXECS ?= 1000000
 
 # Runs every fuzz target for FUZZ_EXECS executions, one worker each, one
 # target after another: over 95 minutes of runs on the two-CPU VM while
-# other tests ran (the README lists each target's; FuzzReadGoLayout, the
+# other tests ran (docs/FUZZING.md lists each target's; FuzzReadGoLayout, the
 # slowest, was stopped short). A crasher is written to the package's
 # testdata/fuzz, where `make test` replays it. The 2h timeout is per
 # target: go test gives a single input that hangs no other bound.

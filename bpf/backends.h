@@ -29,6 +29,15 @@
 
 #include "threads.h"
 
+/* Per target: enum runtime_model, how its threads resume a request whose
+ * backend answered; read once per thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} runtimes SEC(".maps");
+
 /* How the thread's target resumes a request whose backend answered: read
  * once per thread. */
 static __always_inline __u32 model_of(struct thread_state *st)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Calibration of the syscall entry cost (syscall_overhead_ns, types.h).
+ * Calibration of the syscall entry cost (syscall_overhead_ns, threads.h).
  * The collector runs syscalls on a thread of its own (calibration_tid, made
  * a target for the purpose) serving a made-up connection, and compares its
  * CPU clock with what these programs charge its syscalls.

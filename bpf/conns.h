@@ -15,8 +15,108 @@
 #define REQPROF_CONNS_H
 
 #include "cost.h"
+#include "targets.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
+
+/* Which sockets are served (served_socket): the TCP ports the targets
+ * listen on, and the paths of their Unix listeners, set by the collector. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u16);  /* local TCP port in host byte order */
+	__type(value, __u8); /* unused */
+} listen_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct unix_path);
+	__type(value, __u8); /* unused */
+} listen_unix SEC(".maps");
+
+/* The path being looked up: too large for the stack of the programs that
+ * need it, with the rest they keep there. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct unix_path);
+} unix_path_scratch SEC(".maps");
+
+/* Per target: enum target_role, what its outbound connections are; read
+ * once per connection, when it is first seen. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} target_roles SEC(".maps");
+
+/* Not preallocated: a connection's state is large (it holds the captured
+ * bytes), and memory should follow the connections that exist. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CONNS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64); /* socket cookie */
+	__type(value, struct conn_state);
+} conns SEC(".maps");
+
+/* A zeroed conn_state to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct conn_state);
+} conn_template SEC(".maps");
+
+/* Setups of accepted connections not yet closed: not preallocated, as
+ * conns. An entry goes when its connection closes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_CONNS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64); /* the socket's address */
+	__type(value, struct setup_state);
+} setups SEC(".maps");
+
+/* A zeroed setup_state to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct setup_state);
+} setup_template SEC(".maps");
+
+/* Set by the programs once a target accepted a connection: until then no
+ * close of a socket nobody served looks for its setup. */
+volatile __u32 watch_setups;
+
+/* Set once a Unix socket is in listen_unix: until then no close(fd) looks
+ * for a Unix socket behind fd. */
+volatile __u32 watch_unix;
+
+/* A chunk being filled: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct chunk_record);
+} chunk_scratch SEC(".maps");
+
+/* Every record goes into the ring buffer without waking its reader: the
+ * collector drains it on a timer and never waits on it (consume.go:
+ * consume), so a wake-up would be an interrupt on the target's CPU for
+ * nobody. */
+#define RECORD_FLAGS BPF_RB_NO_WAKEUP
+
+/* The one ring buffer, named for its first records: requests' and their
+ * backends' and chunks (here), stack samples (stacks.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} requests SEC(".maps");
 
 /* Moves a tail's CPU into the request it follows, and counts it as loop
  * time. Its waiting is not the request's: once the response is out, a
@@ -27,6 +127,7 @@ static __always_inline void settle_tail(struct conn_state *c)
 	struct target_stats *s = stats_of(c->rec.target);
 	COUNT(s, between_requests_ns, cpu_ns_of(t));
 	add_cost(&c->rec.cost, t, false);
+	add_tail(&c->rec.tail, t);
 	__builtin_memset(t, 0, sizeof(*t));
 }
 
@@ -127,6 +228,7 @@ __attribute__((noinline)) int begin_request(struct conn_state *c, __u64 cookie, 
 		emit(c, cookie);
 	struct request_record *r = &c->rec;
 	__builtin_memset(&r->cost, 0, sizeof(r->cost));
+	__builtin_memset(&r->tail, 0, sizeof(r->tail));
 	r->bytes_in = 0;
 	r->bytes_out = 0;
 	r->setup_ns = 0;
@@ -658,6 +760,22 @@ static __always_inline void send_response(struct conn_state *c, __u64 cookie, __
 	if (buf && head && !bpf_probe_read_user(r->payload, head, (void *)buf))
 		r->payload_len = head;
 	bpf_ringbuf_submit(r, RECORD_FLAGS);
+}
+
+/* The window's end, second step, over the conns map: what each open
+ * connection's tail holds goes to the request it follows, as when a
+ * thread leaves the tail. */
+static long settle_conn(void *map, __u64 *cookie, struct conn_state *c, void *unused)
+{
+	if (c->role != ROLE_SERVER)
+		return 0;
+	if (c->closing)
+		settle_close(c);
+	else
+		settle_tail(c);
+	if (c->phase != PHASE_IDLE)
+		take_setup(c);
+	return 0;
 }
 
 #endif /* REQPROF_CONNS_H */

@@ -134,4 +134,23 @@ __attribute__((noinline)) int add_cost_part(struct cost *to, struct cost *from, 
 	return 0;
 }
 
+/* Counts a tail's cost, settled into its request, as that request's tail
+ * too: its CPU and its own runs, those add_cost adds without waits. */
+__attribute__((noinline)) int add_tail(struct tail_cost *to, struct cost *from)
+{
+	if (!to || !from)
+		return 0;
+	__u32 calls = from->other_syscall_calls;
+	for (int k = 0; k < SYSCALL_SLOTS; k++)
+		calls += from->syscalls[k].calls;
+	__sync_fetch_and_add(&to->cpu_ns, cpu_ns_of(from));
+	__sync_fetch_and_add(&to->syscalls, calls);
+	__sync_fetch_and_add(&to->sock_ops, from->sock_ops);
+	__sync_fetch_and_add(&to->wakeups, from->wakeups);
+	__sync_fetch_and_add(&to->interrupts, from->interrupts);
+	__sync_fetch_and_add(&to->pool_probes, from->pool_probes);
+	__sync_fetch_and_add(&to->page_faults, from->page_faults);
+	return 0;
+}
+
 #endif /* REQPROF_COST_H */

@@ -14,6 +14,24 @@
 
 #include "threads.h"
 
+/* Per Go process: where its threads find their goroutine (set by the
+ * collector from its binary, golayout.go). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGET_PROCESSES);
+	__type(key, __u32); /* tgid */
+	__type(value, struct go_layout);
+} go_layouts SEC(".maps");
+
+/* Least recently used goroutines go first: one that served a connection
+ * long ago has most likely exited. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_GOROUTINES);
+	__type(key, struct goroutine_key);
+	__type(value, __u64); /* cookie of the connection it last read or wrote */
+} goroutines SEC(".maps");
+
 /* The id of the goroutine the current thread runs, for a thread of a Go
  * process; 0 otherwise, and for the runtime's own stack (g0: its scheduler,
  * netpoller and sysmon), which runs no goroutine. Only in the thread's own

@@ -13,7 +13,7 @@
 #ifndef REQPROF_HANDOFF_H
 #define REQPROF_HANDOFF_H
 
-#include "pyjobs.h"
+#include "runtimes.h"
 
 /* Whether the thread is sending a signal: a signal wakes its target out of
  * any sleep (Go's runtime preempts its threads with SIGURG), and hands it
@@ -40,7 +40,7 @@ static __always_inline bool hand_off(struct task_struct *p)
 	if (!waker)
 		return false;
 	count_wakeup(waker);
-	if (py_hand_off(waker, waker_tid, p))
+	if (runtime_hand_off(waker, waker_tid, p))
 		return true;
 	if (!waker->serving.conn || waker->serving.in_tail || waker->handoff.depth >= MAX_HANDOFF_DEPTH ||
 	    signalling(waker))
@@ -66,7 +66,7 @@ static __always_inline bool hand_off(struct task_struct *p)
 /* Back on a CPU, the thread takes up a request it was handed. */
 static __always_inline void take_handoff(struct thread_state *st)
 {
-	py_take_job(st);
+	runtime_take_job(st);
 	struct thread_handoff *h = &st->handoff;
 	if (!h->pending)
 		return;

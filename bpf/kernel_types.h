@@ -194,4 +194,50 @@ struct perf_sample_ctx {
 /* bpf_get_stack: the user stack rather than the kernel's. */
 #define BPF_F_USER_STACK (1ULL << 8)
 
+/* The kernel's constants the programs compare with. */
+#define AF_UNIX 1
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define SOCK_STREAM 1
+
+#define TCP_ESTABLISHED 1
+#define TCP_FIN_WAIT1 4
+#define TCP_CLOSE 7
+#define TCP_CLOSE_WAIT 8
+#define TCP_LAST_ACK 9
+
+#define TASK_RUNNING 0
+#define TASK_DEAD 0x80
+
+/* x86-64 numbers of the syscalls whose buffer holds a request's first bytes. */
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_RECVFROM 45
+#define NR_RECVMSG 47
+/* ... and of those whose buffer holds a client's call. */
+#define NR_SENDTO 44
+#define NR_SENDMSG 46
+#define NR_CLOSE 3
+/* ... and of those that accept a connection. */
+#define NR_ACCEPT 43
+#define NR_ACCEPT4 288
+/* ... and of those an event loop waits for events in (an asyncio loop
+ * between its iterations). */
+#define NR_EPOLL_WAIT 232
+#define NR_EPOLL_PWAIT 281
+#define NR_EPOLL_PWAIT2 441
+#define NR_POLL 7
+#define NR_PPOLL 271
+#define NR_SELECT 23
+#define NR_PSELECT6 270
+/* ... and of those that send a signal. */
+#define NR_KILL 62
+#define NR_TKILL 200
+#define NR_TGKILL 234
+
+#define BPF_F_NO_PREALLOC 1
+
 #endif

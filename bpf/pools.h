@@ -34,6 +34,16 @@
 
 #include "selfcost.h"
 
+/* Jobs queued on a target's pool and not yet done. Least
+ * recently used go first: a job cancelled, or queued before a window
+ * whose thread never ends it, is never deleted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_POOL_JOBS);
+	__type(key, struct pool_job_key);
+	__type(value, struct pool_job);
+} pool_jobs SEC(".maps");
+
 /* struct uv_loop_s: its done queue (struct uv__queue wq: next, prev) and
  * the async handle its pool threads signal when they add to it. */
 #define UV_LOOP_WQ_TAIL 128 /* wq.prev */

@@ -40,6 +40,40 @@
 
 #include "selfcost.h"
 
+/* py_job.claimant: no socket cookie is all ones. */
+#define PY_JOB_ENDED (~0ULL)
+
+/* Per Python process whose pool jobs are followed: its layout. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGET_PROCESSES);
+	__type(key, __u32); /* tgid */
+	__type(value, struct py_layout);
+} py_layouts SEC(".maps");
+
+/* Python pool jobs ended and not yet claimed by their request. Least
+ * recently used go first: a task that never writes a response never
+ * claims its jobs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_PY_JOBS);
+	__type(key, struct py_job_key);
+	__type(value, struct py_job);
+} py_jobs SEC(".maps");
+
+/* A zeroed py_job to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_job);
+} py_job_template SEC(".maps");
+
+/* Jobs a target's pool threads ended unseen, into its orphan entries,
+ * and no response claimed yet (pyjobs.h): a response looks for one only
+ * while there are some. */
+volatile __s64 py_orphan_jobs[MAX_TARGETS];
+
 /* The layout of the current thread's interpreter: NULL when its process
  * is no Python process whose pool jobs are followed. Looked up once a
  * thread, and kept in its state. */

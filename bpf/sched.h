@@ -114,4 +114,25 @@ static __always_inline void woken(struct task_struct *p)
 	w->runnable_since_ns = now;
 }
 
+/* A process forked by a target joins it, when children are followed. */
+static __always_inline void follow_child(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 child_tgid = child->tgid;
+	if (child_tgid != (__u32)child->pid)
+		return; /* a new thread, not a new process */
+	__u32 plus1 = target_plus1_of(parent);
+	if (!plus1)
+		return;
+	__u32 index = plus1 - 1;
+	if (bpf_map_update_elem(&targets, &child_tgid, &index, BPF_NOEXIST) == 0) {
+		struct target_stats *s = stats_of(index);
+		COUNT(s, children_followed, 1);
+		/* Until it execs, it runs its parent's binary. */
+		__u32 parent_tgid = parent->tgid;
+		struct go_layout *layout = bpf_map_lookup_elem(&go_layouts, &parent_tgid);
+		if (layout)
+			bpf_map_update_elem(&go_layouts, &child_tgid, layout, BPF_ANY);
+	}
+}
+
 #endif /* REQPROF_SCHED_H */

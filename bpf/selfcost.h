@@ -17,6 +17,19 @@
 
 #include "threads.h"
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SELF_KINDS);
+	__type(key, __u32); /* enum self_kind */
+	__type(value, struct self_timing);
+} self_timings SEC(".maps");
+
+/* While set (by the collector, while it keeps the kernel's BPF
+ * statistics), the programs time their runs in a target's context, by
+ * kind, into self_timings: what reqprof costs a target, which the
+ * collector takes out of its figures. */
+volatile __u32 timing_self;
+
 /* The clock at a program's start while runs are timed, else 0. */
 static __always_inline __u64 self_timer(void)
 {

@@ -27,7 +27,17 @@
 #ifndef REQPROF_STACKS_H
 #define REQPROF_STACKS_H
 
+#include "goroutines.h"
 #include "interp.h"
+
+/* A stack sample being filled: too large for the stack. Its own, not
+ * chunk_scratch: the sampling program interrupts the others. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_sample);
+} stack_scratch SEC(".maps");
 
 /* The goroutine id of a Go thread's running goroutine, as current_goid
  * reads it, but only for a thread whose layout its own events already

@@ -22,11 +22,31 @@
 
 #include "conns.h"
 
-static __always_inline struct cpu_state *this_cpu(void)
-{
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&cpus, &zero);
-}
+/* In the task itself: reached from its task_struct in a few loads, where a
+ * hash lookup would hash and compare a key on each of the some twenty
+ * events of a request; freed with the task. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+/* A zeroed thread_state to create entries from: too large for the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_template SEC(".maps");
+
+/* The kernel's syscall entry and exit paths run before sys_enter and after
+ * sys_exit fire (and so do the parts of these programs before and after
+ * they read the clock), so the clock between the two tracepoints misses
+ * them, and they would pass for user time. The collector measures their
+ * cost (calibrate.h) and sets it here: that much of the user time before
+ * each syscall is charged to it. */
+volatile __u64 syscall_overhead_ns;
 
 /* The target index + 1 of a task's process, or 0. */
 static __always_inline __u32 target_plus1_of(struct task_struct *task)
@@ -312,6 +332,7 @@ static __always_inline void leave_with(struct thread_state *st, struct conn_stat
 			struct target_stats *s = stats_of(c->rec.target);
 			COUNT(s, between_requests_ns, cpu_ns_of(p));
 			add_cost(&c->rec.cost, p, false);
+			add_tail(&c->rec.tail, p);
 			__builtin_memset(p, 0, sizeof(*p));
 		}
 		settle_tail(c);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What every part of reqprof's BPF side shares, and all that the collector
- * mirrors: limits, enums, the records and states it reads back, the maps,
- * and the variables it sets. Each enum and struct named here is handed to
- * bpf2go with -type (collector/gen.go), so the Go side uses generated
- * names and never a copy of a number.
+ * What the collector mirrors: limits, enums, and the records and states
+ * it reads back (the ring buffer's records, the maps' keys and values,
+ * the configuration it fixes). Each enum and struct named here reaches Go
+ * through bpf2go (collector/gen.go), so the Go side uses generated names
+ * and never a copy of a number. No maps and no variables: each lives
+ * with the header that owns it.
  */
 #ifndef REQPROF_TYPES_H
 #define REQPROF_TYPES_H
@@ -71,51 +72,6 @@ enum limits {
 	 * (STDIO_CLIENT). */
 	STDIO_CLIENT_BIT = 62,
 };
-
-#define AF_UNIX 1
-#define AF_INET 2
-#define AF_INET6 10
-#define IPPROTO_TCP 6
-#define SOCK_STREAM 1
-
-#define TCP_ESTABLISHED 1
-#define TCP_FIN_WAIT1 4
-#define TCP_CLOSE 7
-#define TCP_CLOSE_WAIT 8
-#define TCP_LAST_ACK 9
-
-#define TASK_RUNNING 0
-#define TASK_DEAD 0x80
-
-/* x86-64 numbers of the syscalls whose buffer holds a request's first bytes. */
-#define NR_READ 0
-#define NR_WRITE 1
-#define NR_READV 19
-#define NR_WRITEV 20
-#define NR_RECVFROM 45
-#define NR_RECVMSG 47
-/* ... and of those whose buffer holds a client's call. */
-#define NR_SENDTO 44
-#define NR_SENDMSG 46
-#define NR_CLOSE 3
-/* ... and of those that accept a connection. */
-#define NR_ACCEPT 43
-#define NR_ACCEPT4 288
-/* ... and of those an event loop waits for events in (an asyncio loop
- * between its iterations). */
-#define NR_EPOLL_WAIT 232
-#define NR_EPOLL_PWAIT 281
-#define NR_EPOLL_PWAIT2 441
-#define NR_POLL 7
-#define NR_PPOLL 271
-#define NR_SELECT 23
-#define NR_PSELECT6 270
-/* ... and of those that send a signal. */
-#define NR_KILL 62
-#define NR_TKILL 200
-#define NR_TGKILL 234
-
-#define BPF_F_NO_PREALLOC 1
 
 /* What the current syscall-boundary state of a thread is. */
 enum thread_mode {
@@ -259,6 +215,21 @@ struct cost {
 	struct syscall_slot syscalls[SYSCALL_SLOTS];
 };
 
+/* The part of a request's cost that was its tail: the CPU after its last
+ * write until its thread turned to other work, settled into its cost; with
+ * the runs of reqprof's own programs counted in it (as in struct cost, the
+ * switches aside: a tail's waiting is not its request's), so that the
+ * collector takes their cost out of it as out of the whole. */
+struct tail_cost {
+	__u64 cpu_ns;
+	__u32 syscalls;
+	__u32 sock_ops;
+	__u32 wakeups;
+	__u32 interrupts;
+	__u32 pool_probes;
+	__u32 page_faults;
+};
+
 /* A peer of an outbound connection: its address (IPv4 in the first 4
  * bytes), port, and family (AF_UNIX: a Unix socket, no address). */
 struct backend_peer {
@@ -287,6 +258,7 @@ struct request_record {
 	/* REQ_CLIENT: the peer it called; zero for a served request. */
 	struct backend_peer peer;
 	struct cost cost;
+	struct tail_cost tail; /* part of cost */
 	__u32 tgid;
 	__u32 tid; /* thread that read its first bytes */
 	__u32 flags; /* enum record_flags */
@@ -638,9 +610,6 @@ struct py_job {
 	__u64 claimant_start_ns;
 };
 
-/* py_job.claimant: no socket cookie is all ones. */
-#define PY_JOB_ENDED (~0ULL)
-
 /* Per-target counters, per CPU so the hot path never contends. */
 struct target_stats {
 	__u64 unattributed_user_ns;
@@ -755,93 +724,12 @@ struct config {
 	__s64 steal_time_from_rq;
 };
 
-/* The ring buffer, the limits and the record flags have no type in the
- * programs' BTF: these put them there, so that bpf2go generates their Go twins. */
-const struct request_record *unused_request_record __attribute__((unused));
-const enum limits *unused_limits __attribute__((unused));
-const enum record_flags *unused_record_flags __attribute__((unused));
-const enum record_kind *unused_record_kind __attribute__((unused));
-const struct chunk_record *unused_chunk_record __attribute__((unused));
-const struct unix_path *unused_unix_path __attribute__((unused));
-const struct setup_state *unused_setup_state __attribute__((unused));
-const struct stack_sample *unused_stack_sample __attribute__((unused));
-const enum sample_flags *unused_sample_flags __attribute__((unused));
-const enum self_kind *unused_self_kind __attribute__((unused));
-const struct backend_record *unused_backend_record __attribute__((unused));
-const enum runtime_model *unused_runtime_model __attribute__((unused));
-const enum target_role *unused_target_role __attribute__((unused));
-const struct py_layout *unused_py_layout __attribute__((unused));
-const struct interp_layout *unused_interp_layout __attribute__((unused));
-const enum interp_kind *unused_interp_kind __attribute__((unused));
-
-volatile const struct config cfg = {.capture_bytes = 256, .chunk_bytes = 8192};
-
-/* Set by the collector once every program is attached. */
-volatile __u32 enabled;
-/* When each target's window opened (0: not open): set after its processes
- * are in the targets map, just before the collector reads its CPU clock.
- * No time of its threads before then is counted (threads.h: new_thread). */
-volatile __u64 target_opened_ns[MAX_TARGETS];
-/* Jobs a target's pool threads ended unseen, into its orphan entries,
- * and no response claimed yet (pyjobs.h): a response looks for one only
- * while there are some. */
-volatile __s64 py_orphan_jobs[MAX_TARGETS];
-/* Bumped by the collector whenever the targets map changes, so that no CPU
- * goes on trusting an answer about a task given before. */
-volatile __u32 targets_generation;
-/* The kernel's syscall entry and exit paths run before sys_enter and after
- * sys_exit fire (and so do the parts of these programs before and after
- * they read the clock), so the clock between the two tracepoints misses
- * them, and they would pass for user time. The collector measures their
- * cost (calibrate.h) and sets it here: that much of the user time before
- * each syscall is charged to it. */
-volatile __u64 syscall_overhead_ns;
-/* While set (by the collector, while it keeps the kernel's BPF
- * statistics), the programs time their runs in a target's context, by
- * kind, into self_timings: what reqprof costs a target, which the
- * collector takes out of its figures. */
-volatile __u32 timing_self;
-/* Descriptors in stdio_fds: while 0, no read or write looks there. */
-volatile __u32 stdio_channels;
-/* Set once a Unix socket is in listen_unix: until then no close(fd) looks
- * for a Unix socket behind fd. */
-volatile __u32 watch_unix;
-/* Set by the programs once a target accepted a connection: until then no
- * close of a socket nobody served looks for its setup. */
-volatile __u32 watch_setups;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_TARGET_PROCESSES);
-	__type(key, __u32);   /* tgid */
-	__type(value, __u32); /* target index */
-} targets SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u16);  /* local TCP port in host byte order */
-	__type(value, __u8); /* unused */
-} listen_ports SEC(".maps");
-
 /* The path of a Unix socket a target listens on: its bytes as the kernel
  * keeps them (a filesystem path with its NUL, an abstract name after its
  * leading NUL), zero-padded. */
 struct unix_path {
 	char path[UNIX_PATH_MAX];
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, struct unix_path);
-	__type(value, __u8); /* unused */
-} listen_unix SEC(".maps");
-
-/* In a stdio channel's id: the descriptor is a client's end of it, a
- * pipe to a server's stdin or from its stdout, on which the client writes
- * its calls and reads their answers (REQ_CLIENT). */
-#define STDIO_CLIENT (1ULL << STDIO_CLIENT_BIT)
 
 /* A descriptor of a target process that carries requests without a
  * socket: its stdin and stdout (MCP's stdio transport), both the same
@@ -851,206 +739,42 @@ struct stdio_key {
 	__u32 fd;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct stdio_key);
-	__type(value, __u64); /* the channel's id, as a connection's cookie; STDIO_CLIENT: a client's end */
-} stdio_fds SEC(".maps");
-
-/* The path being looked up: too large for the stack of the programs that
- * need it, with the rest they keep there. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct unix_path);
-} unix_path_scratch SEC(".maps");
-
-/* In the task itself: reached from its task_struct in a few loads, where a
- * hash lookup would hash and compare a key on each of the some twenty
- * events of a request; freed with the task. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct thread_state);
-} threads SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_TARGET_PROCESSES);
-	__type(key, __u32); /* tgid */
-	__type(value, struct go_layout);
-} go_layouts SEC(".maps");
-
-/* Least recently used goroutines go first: one that served a connection
- * long ago has most likely exited. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, MAX_GOROUTINES);
-	__type(key, struct goroutine_key);
-	__type(value, __u64); /* cookie of the connection it last read or wrote */
-} goroutines SEC(".maps");
-
-/* Not preallocated: a connection's state is large (it holds the captured
- * bytes), and memory should follow the connections that exist. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_CONNS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64); /* socket cookie */
-	__type(value, struct conn_state);
-} conns SEC(".maps");
-
-/* Setups of accepted connections not yet closed: not preallocated, as
- * conns. An entry goes when its connection closes. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_CONNS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u64); /* the socket's address */
-	__type(value, struct setup_state);
-} setups SEC(".maps");
-
-/* A zeroed setup_state to create entries from: too large for the stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct setup_state);
-} setup_template SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, MAX_TARGETS);
-	__type(key, __u32);
-	__type(value, struct target_stats);
-} stats SEC(".maps");
-
-/* Per target: enum runtime_model, how its threads resume a request whose
- * backend answered; read once per thread. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_TARGETS);
-	__type(key, __u32);
-	__type(value, __u32);
-} runtimes SEC(".maps");
-
-/* Per target: enum target_role, what its outbound connections are; read
- * once per connection, when it is first seen. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_TARGETS);
-	__type(key, __u32);
-	__type(value, __u32);
-} target_roles SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cpu_state);
-} cpus SEC(".maps");
-
-/* Jobs queued on a target's pool and not yet done (pools.h). Least
- * recently used go first: a job cancelled, or queued before a window
- * whose thread never ends it, is never deleted. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, MAX_POOL_JOBS);
-	__type(key, struct pool_job_key);
-	__type(value, struct pool_job);
-} pool_jobs SEC(".maps");
-
-/* Per Python process whose pool jobs are followed: its layout. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_TARGET_PROCESSES);
-	__type(key, __u32); /* tgid */
-	__type(value, struct py_layout);
-} py_layouts SEC(".maps");
-
-/* Python pool jobs ended and not yet claimed by their request. Least
- * recently used go first: a task that never writes a response never
- * claims its jobs. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, MAX_PY_JOBS);
-	__type(key, struct py_job_key);
-	__type(value, struct py_job);
-} py_jobs SEC(".maps");
-
-/* A zeroed py_job to create entries from: too large for the stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct py_job);
-} py_job_template SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, SELF_KINDS);
-	__type(key, __u32); /* enum self_kind */
-	__type(value, struct self_timing);
-} self_timings SEC(".maps");
-
-/* A zeroed thread_state to create entries from: too large for the stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct thread_state);
-} thread_template SEC(".maps");
-
-/* A chunk being filled: too large for the stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct chunk_record);
-} chunk_scratch SEC(".maps");
-
-/* A stack sample being filled: too large for the stack. Its own, not
- * chunk_scratch: the sampling program interrupts the others. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct stack_sample);
-} stack_scratch SEC(".maps");
-
-/* A zeroed conn_state to create entries from: too large for the stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct conn_state);
-} conn_template SEC(".maps");
-
-/* Every record goes into the ring buffer without waking its reader: the
- * collector drains it on a timer and never waits on it (collector.go:
- * consume), so a wake-up would be an interrupt on the target's CPU for
- * nobody. */
-#define RECORD_FLAGS BPF_RB_NO_WAKEUP
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, RINGBUF_BYTES);
-} requests SEC(".maps");
-
-static __always_inline struct target_stats *stats_of(__u32 target)
-{
-	return bpf_map_lookup_elem(&stats, &target);
-}
-
-/* Adds to a counter of a target's stats, which may be missing. (A pointer
- * to the field taken before the null check would not pass the verifier.) */
-#define COUNT(s, field, n)                                                                                   \
-	do {                                                                                                 \
-		if (s)                                                                                       \
-			(s)->field += (n);                                                                   \
-	} while (0)
+/* The types Go mirrors by name: this list is the only one. bpf2go gives
+ * each a Go type of its own (reqprof<Name>), from the -type flag that
+ * collector/internal/genbpf makes of each line. A pointer to each puts it
+ * in the programs' BTF, where an enum used only for its constants, or a
+ * record built in a map's value, would have none of its own. */
+#define MIRRORED_STRUCT(name) const struct name *unused_##name __attribute__((unused))
+#define MIRRORED_ENUM(name) const enum name *unused_##name __attribute__((unused))
+MIRRORED_STRUCT(request_record);
+MIRRORED_STRUCT(target_stats);
+MIRRORED_STRUCT(conn_state);
+MIRRORED_STRUCT(thread_state);
+MIRRORED_STRUCT(cost);
+MIRRORED_STRUCT(tail_cost);
+MIRRORED_STRUCT(syscall_slot);
+MIRRORED_STRUCT(go_layout);
+MIRRORED_ENUM(limits);
+MIRRORED_ENUM(conn_phase);
+MIRRORED_ENUM(conn_role);
+MIRRORED_ENUM(record_flags);
+MIRRORED_ENUM(record_kind);
+MIRRORED_STRUCT(chunk_record);
+MIRRORED_STRUCT(unix_path);
+MIRRORED_STRUCT(setup_state);
+MIRRORED_STRUCT(stdio_key);
+MIRRORED_STRUCT(stack_sample);
+MIRRORED_ENUM(sample_flags);
+MIRRORED_ENUM(self_kind);
+MIRRORED_STRUCT(self_timing);
+MIRRORED_STRUCT(self_runs);
+MIRRORED_STRUCT(backend_record);
+MIRRORED_STRUCT(backend_use);
+MIRRORED_ENUM(runtime_model);
+MIRRORED_ENUM(target_role);
+MIRRORED_STRUCT(backend_peer);
+MIRRORED_STRUCT(py_layout);
+MIRRORED_STRUCT(interp_layout);
+MIRRORED_ENUM(interp_kind);
 
 #endif /* REQPROF_TYPES_H */

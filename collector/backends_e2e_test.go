@@ -18,8 +18,8 @@ import (
 	"testing"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -49,7 +49,7 @@ func startBackend(t *testing.T) *server {
 	return startCalserver(t, "--model", "threads", "--burn", "20us", "--sleep", "300us")
 }
 
-// interpreterArgs are the flags a script of internal/backendservers
+// interpreterArgs are the flags a script of internal/testservers/backendservers
 // needs of its interpreter. The Node server reads its burns from the
 // process's CPU clock, and V8 runs background work (compiles above all,
 // and GC) on helper threads of the process, which are no request's: 11.6%
@@ -61,7 +61,7 @@ func startBackend(t *testing.T) *server {
 // server runs without them (node.js says why).
 var interpreterArgs = map[string][]string{"node.js": {"--single-threaded", "--max-opt=1"}}
 
-// startLoopServer starts one of internal/backendservers' servers with
+// startLoopServer starts one of internal/testservers/backendservers' servers with
 // the interpreter given, calling backend, burning burnUs per unit.
 func startLoopServer(t *testing.T, interpreter, script, backend string, burnUs int) *calserver.Process {
 	t.Helper()
@@ -80,7 +80,7 @@ func startScriptServer(t *testing.T, interpreter string, flags []string, dir, sc
 func startScriptServerIn(t *testing.T, workDir, interpreter string, flags []string, dir, script string, args ...string) *calserver.Process {
 	t.Helper()
 	bin := lookPathOrFail(t, interpreter)
-	path, err := filepath.Abs(filepath.Join("..", "internal", dir, script))
+	path, err := filepath.Abs(filepath.Join("..", "internal", "testservers", dir, script))
 	if err != nil {
 		t.Fatal(err)
 	}

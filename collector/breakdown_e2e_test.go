@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -144,11 +144,18 @@ func TestOffCPUIsTheSleep(t *testing.T) {
 	checkBreakdownAddsUp(t, target)
 }
 
+// checkLatencyIsItsParts: a request's latency is its CPU from its first
+// read to its last write (its CPU less what came after its last byte and
+// its connection's setup), its run-queue wait and its blocked time.
 func checkLatencyIsItsParts(t *testing.T, target profile.Target) {
 	t.Helper()
 	latency := meanUs(target.Requests, profile.Request.LatencyNs)
-	parts := meanUs(target.Requests, func(r profile.Request) uint64 { return r.CPUNs() + r.RunqueueNs + r.OffCPUNs })
-	t.Logf("latency %.1f µs, on-CPU + run-queue + blocked %.1f µs", latency, parts)
+	parts := meanUs(target.Requests, func(r profile.Request) uint64 {
+		return r.CPUNs() - r.TailNs - r.SetupNs + r.RunqueueNs + r.OffCPUNs
+	})
+	after := meanUs(target.Requests, func(r profile.Request) uint64 { return r.TailNs })
+	t.Logf("latency %.1f µs, on-CPU from the first read to the last write + run-queue + blocked %.1f µs; %.1f µs of CPU after the last byte",
+		latency, parts, after)
 	if !within(parts, latency, 0.02) {
 		t.Errorf("latency %.1f µs per request, its parts add to %.1f µs: more than 2%% apart", latency, parts)
 	}

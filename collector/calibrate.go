@@ -23,7 +23,7 @@ const (
 
 // calibrationTarget is the target index the collector's own process takes
 // while it calibrates: the last one, which no user target gets.
-const calibrationTarget = maxTargets - 1
+const calibrationTarget = MaxTargets
 
 // calibrateSyscallEntry measures what one syscall costs outside the time the
 // programs charge to it: the kernel's entry and exit paths (with their

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calclient"
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/grpcserver"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/internal/testservers/calclient"
+	"github.com/reqprof/reqprof/internal/testservers/grpcserver"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -29,7 +29,7 @@ type calClient struct {
 
 func startCalclient(t *testing.T, args ...string) *calClient {
 	t.Helper()
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/calclient/cmd/calclient")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/calclient/cmd/calclient")
 	cmd := exec.Command(bin, args...)
 	// Its stdin is /dev/null: a pipe there would make it a stdio server.
 	c := &calClient{cmd: cmd, out: startReady(t, cmd)}
@@ -174,7 +174,7 @@ func TestCalibratedClientCalls(t *testing.T) {
 // them; the target has both ends, with their sum.
 func TestMCPClientAndItsServers(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/mcpserver/cmd/mcpserver")
 	const calls = 200 // of each tool on each server
 	cmd := exec.Command(bin, "--compare", "--calls", strconv.Itoa(calls), "--light", "100us", "--heavy", "400us", "--linger", "1m")
 	cmd.Stderr = os.Stderr
@@ -273,7 +273,7 @@ func TestMCPClientAndItsServers(t *testing.T) {
 // named by its method path and peer, counted as the client made them.
 func TestGRPCClientCalls(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/grpcserver/cmd/grpcserver")
 	srv, err := calserver.Spawn(exec.Command(bin, "--light", "20us", "--heavy", "20us"))
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +363,7 @@ func TestAiohttpClientCalls(t *testing.T) {
 	checkAsyncioClient(t, "aiohttp", 3200)
 }
 
-// checkAsyncioClient runs internal/calclient/asyncio_client.py with --lib
+// checkAsyncioClient runs internal/testservers/calclient/asyncio_client.py with --lib
 // lib against nginx: the calls are counted as the client counted them
 // (within 1%), each path's mean CPU is above the path before's (whose burn
 // is 100 µs less) by more than half of that, the all-in CPU per call is
@@ -377,7 +377,7 @@ func checkAsyncioClient(t *testing.T, lib string, calls int) {
 	_, port := startNginx(t, nginxBin, 1)
 	peer := fmt.Sprintf("127.0.0.1:%d", port)
 	// calls stays under nginx's 1000 a connection.
-	cmd := exec.Command(python, "../internal/calclient/asyncio_client.py", "--lib", lib, "--addr", peer, "--conns", "4",
+	cmd := exec.Command(python, "../internal/testservers/calclient/asyncio_client.py", "--lib", lib, "--addr", peer, "--conns", "4",
 		"--calls", strconv.Itoa(calls), "--burn-us", "100")
 	out := startReady(t, cmd)
 	var stats struct {

@@ -92,55 +92,6 @@ func (p *process) serves(stdio StdioMode) bool {
 	return false
 }
 
-// maxPeers bounds the peers named in one run; calls to more are named
-// with otherPeers.
-const maxPeers = 4096
-
-const otherPeers = "(other peers)"
-
-// peerNames names the peers of client calls, once each.
-type peerNames struct {
-	names map[backendPeer]string
-}
-
-func (n *peerNames) name(raw reqprofBackendPeer) string {
-	p := backendPeer{addr: raw.Addr, port: raw.Port, family: raw.Family}
-	if name, ok := n.names[p]; ok {
-		return name
-	}
-	if n.names == nil {
-		n.names = map[backendPeer]string{}
-	}
-	if len(n.names) >= maxPeers {
-		return otherPeers
-	}
-	name := p.name()
-	if p.family == 0 {
-		name = "stdio" // a pipe to a server's stdio: no socket, no address
-	}
-	n.names[p] = name
-	return name
-}
-
-// clientRouteSep joins a call's name and its peer.
-const clientRouteSep = " -> "
-
-// appendClientRoute appends a client call's route: its name, as a
-// server's request would be named from the same bytes, and its peer
-// ("GET /users -> 127.0.0.1:9400"). A name of no method (the bytes not
-// recognised: ":0") is the peer alone; "tls :0", "h2 :0" keep their word.
-func appendClientRoute(dst []byte, name, peer string) []byte {
-	switch {
-	case name == ":0":
-		name = "call"
-	case len(name) > 3 && name[len(name)-3:] == " :0":
-		name = name[:len(name)-3]
-	}
-	dst = append(dst, name...)
-	dst = append(dst, clientRouteSep...)
-	return append(dst, peer...)
-}
-
 // listensTCP says whether pid holds a listening TCP socket of its own:
 // /proc/PID/net/tcp lists every socket of its network namespace, its own
 // are those of its descriptors' inodes.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/report"
 )
 

@@ -29,6 +29,8 @@ type decodedRecord struct {
 	payload   []byte // aliases the sample: valid until the next read
 	request   profile.Request
 	kernel    *reqprofCost // aliases the sample, for the per-cause breakdown
+	// tail is what of kernel was the request's tail; aliases the sample.
+	tail *reqprofTailCost
 	// peer is whom a client's call (REQ_CLIENT) called; aliases the sample.
 	peer *reqprofBackendPeer
 }
@@ -123,6 +125,7 @@ func decodedOf(r *reqprofRequestRecord, payload []byte) decodedRecord {
 		streamOff: r.StreamOff,
 		payload:   payload,
 		kernel:    &r.Cost,
+		tail:      &r.Tail,
 		peer:      &r.Peer,
 		request:   requestOf(r),
 	}
@@ -156,6 +159,8 @@ func requestOf(r *reqprofRequestRecord) profile.Request {
 		BytesIn:             r.BytesIn,
 		BytesOut:            r.BytesOut,
 		SetupNs:             r.SetupNs,
+		// Part of the CPU above, within it even from a malformed record.
+		TailNs: min(r.Tail.CpuNs, c.UserNs+c.SyscallNs+softirq+c.IrqNs),
 	}
 }
 

@@ -38,6 +38,7 @@ func TestDecodeRecord(t *testing.T) {
 	in.Cost.IrqNs = 500
 	in.Cost.RunqueueNs = 9_000
 	in.Cost.Syscalls[0] = reqprofSyscallSlot{Nr: 1 + 1, Calls: 2, Ns: 7_000} // write
+	in.Tail.CpuNs = 4_000
 	copy(in.Payload[:], "GET /")
 
 	got, err := decodeRecord(recordBytes(t, in))
@@ -48,7 +49,8 @@ func TestDecodeRecord(t *testing.T) {
 	if got.target != 1 || got.tgid != 4242 || got.localPort != 8080 || string(got.payload) != "GET /" ||
 		r.TID != 4243 || r.Conn != 0xc0ffee || r.Start != time.Microsecond || r.FirstWrite != 41*time.Microsecond ||
 		r.End != 51*time.Microsecond || r.UserNs != 30_000 || r.SyscallNs != 7_000 || r.SoftirqNs != 2_000 ||
-		r.IrqNs != 500 || r.KernelNs != 9_500 || r.RunqueueNs != 9_000 || r.BytesIn != 78 || r.BytesOut != 1_500 {
+		r.IrqNs != 500 || r.KernelNs != 9_500 || r.RunqueueNs != 9_000 || r.BytesIn != 78 || r.BytesOut != 1_500 ||
+		r.TailNs != 4_000 {
 		t.Errorf("decoded %+v from %+v", got, in)
 	}
 	if r.CPUNs() != 39_500 || r.LatencyNs() != 50_000 || r.FirstByteNs() != 40_000 {

@@ -17,17 +17,18 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/loadgen"
-	"github.com/reqprof/reqprof/internal/nginxconf"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/internal/testservers/nginxconf"
 	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
 
 // TestCPUPerRequestMatchesServer is the foundation's proof: against a server
 // that measures its own CPU per request with CLOCK_THREAD_CPUTIME_ID, over
-// the same span reqprof charges (the read that starts a request to the write
-// that ends it), reqprof's count is exact and its mean within 3%.
+// the same span reqprof charges (the read that starts a request to the read
+// that starts its thread's next, its loop after the response included),
+// reqprof's count is exact and its mean within 3%.
 func TestCPUPerRequestMatchesServer(t *testing.T) {
 	for _, model := range []string{"threads", "epoll"} {
 		for _, burn := range []time.Duration{200 * time.Microsecond, time.Millisecond} {
@@ -68,6 +69,16 @@ func checkAgainstServer(t *testing.T, model string, burn time.Duration, conns, r
 		got, want, 100*(got/want-1), summary.UserUs.Mean, summary.KernelUs.Mean, summary.UnattributedCPUUs/1e3)
 	if !within(got, want, 0.03) {
 		t.Errorf("mean cpu per request %.1f µs, server measured %.1f µs: more than 3%% apart", got, want)
+	}
+	// The CPU after each request's last byte (its thread's loop back to
+	// the next read) is told apart: part of the request's CPU, and, the
+	// load's every request finished, all of the loop's CPU the programs
+	// counted between requests.
+	f := target.Finished
+	t.Logf("after the last byte: %.1f µs per request; between requests %.1f ms", float64(f.TailNs)/float64(f.Requests)/1e3, float64(target.BetweenRequestsNs)/1e6)
+	if f.TailNs == 0 || f.TailNs >= f.CPUNs || !within(float64(f.TailNs), float64(target.BetweenRequestsNs), 0.01) {
+		t.Errorf("%d ns of the requests' %d ns after their last byte, the loop between requests %d ns: want a part of the first, all of the last",
+			f.TailNs, f.CPUNs, target.BetweenRequestsNs)
 	}
 	// The report's three totals add up, to its 0.1 µs rounding.
 	if d := summary.ProcessCPUUs - summary.AttributedCPUUs - summary.UnattributedCPUUs; d > 0.2 || d < -0.2 {

@@ -179,6 +179,8 @@ func FuzzConsume(f *testing.F) {
 		chunkRecordBytes(f, reqprofRecordKindRECORD_CLOSED, 0, 7, 0, ""),
 		rec(8, 100, "*1\r\n$4\r\nPING\r\n", 0)))
 	f.Add(ringRecords(rec(2, 100, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 0), rec(2, 200, "\x16\x03\x01", 0), []byte{1, 0, 0}))
+	fcgi := fcgiRequest(1, "REQUEST_METHOD", "GET", "REQUEST_URI", "/a/1")
+	f.Add(ringRecords(rec(10, 100, fcgi, 0), rec(11, 100, fcgi[:30], 0), rec(12, 100, fcgiRecord(5, 1, "")+fcgi, 0)))
 	// A stdio burst of two calls: a read mark between them, the second
 	// answered first, then the burst's record.
 	stdio := func(kind reqprofRecordKind, off uint64, userNs uint64, payload string) []byte {

@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/gohttp"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/internal/testservers/gohttp"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -29,7 +29,7 @@ import (
 // it to the right request.
 func TestGoNetHTTP(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/gohttp/cmd/gohttp")
 	for _, tc := range []struct {
 		name  string
 		pause string

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
 	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 )
@@ -39,7 +39,7 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	buildDir = dir
 	calserverBin = filepath.Join(dir, "calserver")
-	build := exec.Command("go", "build", "-o", calserverBin, "github.com/reqprof/reqprof/internal/calserver/cmd/calserver")
+	build := exec.Command("go", "build", "-o", calserverBin, "github.com/reqprof/reqprof/internal/demo/calserver/cmd/calserver")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the calibrated server:", err)

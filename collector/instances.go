@@ -23,6 +23,7 @@ import (
 type kernelNames struct {
 	schedSwitch string // the program every reqprof instance attaches once
 	conns       string // the map of tracked connections
+	sampleStack string // the stack sampling program (--stacks)
 }
 
 // loadKernelNames reads the names from the embedded spec once.
@@ -38,6 +39,7 @@ var loadKernelNames = sync.OnceValues(func() (kernelNames, error) {
 	return kernelNames{
 		schedSwitch: kernelObjName(specs.OnSchedSwitch.Name),
 		conns:       kernelObjName(specs.Conns.Name),
+		sampleStack: kernelObjName(specs.SampleStack.Name),
 	}, nil
 })
 
@@ -89,6 +91,15 @@ func LoadedInstances() (int, error) {
 func ConnsMapName() (string, error) {
 	names, err := loadKernelNames()
 	return names.conns, err
+}
+
+// IsStackSamplingProgram says whether name, a program's name as its
+// info gives it (ebpf.ProgramInfo.Name: in full where its BTF has it, else
+// cut to the kernel's length), is reqprof's stack sampling program's, for
+// tools that read its run statistics.
+func IsStackSamplingProgram(name string) bool {
+	names, err := loadKernelNames()
+	return err == nil && kernelObjName(name) == names.sampleStack
 }
 
 // HeldObjects are the BPF programs, links and maps a process holds open,

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reqprof/reqprof/internal/mcpserver"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/internal/testservers/mcpserver"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -31,7 +31,7 @@ import (
 // CPU is the request's only where that thread was handed it.
 func TestMCPStdioAndHTTP(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/mcpserver/cmd/mcpserver")
 	pair, err := mcpserver.StartPair(bin, 100*time.Microsecond, 400*time.Microsecond, []string{"GOMAXPROCS=1"})
 	if err != nil {
 		t.Fatal(err)

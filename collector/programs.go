@@ -20,6 +20,10 @@ import (
 // limits in bpf/types.h.
 const (
 	maxTargets = int(reqprofLimitsMAX_TARGETS)
+	// MaxTargets is the most targets one window profiles: the programs
+	// have room for maxTargets, and the last index is the collector's own
+	// thread's while it calibrates (calibrationTarget).
+	MaxTargets = maxTargets - 1
 	// MaxCaptureBytes is the most bytes of a request's first read that can
 	// be captured to name it.
 	MaxCaptureBytes = int(reqprofLimitsPAYLOAD_MAX)

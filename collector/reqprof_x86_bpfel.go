@@ -297,6 +297,7 @@ type reqprofRequestRecord struct {
 	SetupNs      uint64
 	Peer         reqprofBackendPeer
 	Cost         reqprofCost
+	Tail         reqprofTailCost
 	Tgid         uint32
 	Tid          uint32
 	Flags        uint32
@@ -390,6 +391,17 @@ type reqprofSyscallSlot struct {
 	Nr    uint32
 	Calls uint32
 	Ns    uint64
+}
+
+type reqprofTailCost struct {
+	_          structs.HostLayout
+	CpuNs      uint64
+	Syscalls   uint32
+	SockOps    uint32
+	Wakeups    uint32
+	Interrupts uint32
+	PoolProbes uint32
+	PageFaults uint32
 }
 
 type reqprofTargetRole uint32
@@ -587,8 +599,15 @@ const (
 	reqprofVarTargetOpenedNs       = "target_opened_ns"
 	reqprofVarTargetsGeneration    = "targets_generation"
 	reqprofVarTimingSelf           = "timing_self"
+	reqprofVarUnusedBackendPeer    = "unused_backend_peer"
 	reqprofVarUnusedBackendRecord  = "unused_backend_record"
+	reqprofVarUnusedBackendUse     = "unused_backend_use"
 	reqprofVarUnusedChunkRecord    = "unused_chunk_record"
+	reqprofVarUnusedConnPhase      = "unused_conn_phase"
+	reqprofVarUnusedConnRole       = "unused_conn_role"
+	reqprofVarUnusedConnState      = "unused_conn_state"
+	reqprofVarUnusedCost           = "unused_cost"
+	reqprofVarUnusedGoLayout       = "unused_go_layout"
 	reqprofVarUnusedInterpKind     = "unused_interp_kind"
 	reqprofVarUnusedInterpLayout   = "unused_interp_layout"
 	reqprofVarUnusedLimits         = "unused_limits"
@@ -599,9 +618,16 @@ const (
 	reqprofVarUnusedRuntimeModel   = "unused_runtime_model"
 	reqprofVarUnusedSampleFlags    = "unused_sample_flags"
 	reqprofVarUnusedSelfKind       = "unused_self_kind"
+	reqprofVarUnusedSelfRuns       = "unused_self_runs"
+	reqprofVarUnusedSelfTiming     = "unused_self_timing"
 	reqprofVarUnusedSetupState     = "unused_setup_state"
 	reqprofVarUnusedStackSample    = "unused_stack_sample"
+	reqprofVarUnusedStdioKey       = "unused_stdio_key"
+	reqprofVarUnusedSyscallSlot    = "unused_syscall_slot"
+	reqprofVarUnusedTailCost       = "unused_tail_cost"
 	reqprofVarUnusedTargetRole     = "unused_target_role"
+	reqprofVarUnusedTargetStats    = "unused_target_stats"
+	reqprofVarUnusedThreadState    = "unused_thread_state"
 	reqprofVarUnusedUnixPath       = "unused_unix_path"
 	reqprofVarWatchSetups          = "watch_setups"
 	reqprofVarWatchUnix            = "watch_unix"
@@ -723,8 +749,15 @@ type reqprofVariableSpecs struct {
 	TargetOpenedNs       *ebpf.VariableSpec `ebpf:"target_opened_ns"`
 	TargetsGeneration    *ebpf.VariableSpec `ebpf:"targets_generation"`
 	TimingSelf           *ebpf.VariableSpec `ebpf:"timing_self"`
+	UnusedBackendPeer    *ebpf.VariableSpec `ebpf:"unused_backend_peer"`
 	UnusedBackendRecord  *ebpf.VariableSpec `ebpf:"unused_backend_record"`
+	UnusedBackendUse     *ebpf.VariableSpec `ebpf:"unused_backend_use"`
 	UnusedChunkRecord    *ebpf.VariableSpec `ebpf:"unused_chunk_record"`
+	UnusedConnPhase      *ebpf.VariableSpec `ebpf:"unused_conn_phase"`
+	UnusedConnRole       *ebpf.VariableSpec `ebpf:"unused_conn_role"`
+	UnusedConnState      *ebpf.VariableSpec `ebpf:"unused_conn_state"`
+	UnusedCost           *ebpf.VariableSpec `ebpf:"unused_cost"`
+	UnusedGoLayout       *ebpf.VariableSpec `ebpf:"unused_go_layout"`
 	UnusedInterpKind     *ebpf.VariableSpec `ebpf:"unused_interp_kind"`
 	UnusedInterpLayout   *ebpf.VariableSpec `ebpf:"unused_interp_layout"`
 	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
@@ -735,9 +768,16 @@ type reqprofVariableSpecs struct {
 	UnusedRuntimeModel   *ebpf.VariableSpec `ebpf:"unused_runtime_model"`
 	UnusedSampleFlags    *ebpf.VariableSpec `ebpf:"unused_sample_flags"`
 	UnusedSelfKind       *ebpf.VariableSpec `ebpf:"unused_self_kind"`
+	UnusedSelfRuns       *ebpf.VariableSpec `ebpf:"unused_self_runs"`
+	UnusedSelfTiming     *ebpf.VariableSpec `ebpf:"unused_self_timing"`
 	UnusedSetupState     *ebpf.VariableSpec `ebpf:"unused_setup_state"`
 	UnusedStackSample    *ebpf.VariableSpec `ebpf:"unused_stack_sample"`
+	UnusedStdioKey       *ebpf.VariableSpec `ebpf:"unused_stdio_key"`
+	UnusedSyscallSlot    *ebpf.VariableSpec `ebpf:"unused_syscall_slot"`
+	UnusedTailCost       *ebpf.VariableSpec `ebpf:"unused_tail_cost"`
 	UnusedTargetRole     *ebpf.VariableSpec `ebpf:"unused_target_role"`
+	UnusedTargetStats    *ebpf.VariableSpec `ebpf:"unused_target_stats"`
+	UnusedThreadState    *ebpf.VariableSpec `ebpf:"unused_thread_state"`
 	UnusedUnixPath       *ebpf.VariableSpec `ebpf:"unused_unix_path"`
 	WatchSetups          *ebpf.VariableSpec `ebpf:"watch_setups"`
 	WatchUnix            *ebpf.VariableSpec `ebpf:"watch_unix"`
@@ -840,8 +880,15 @@ type reqprofVariables struct {
 	TargetOpenedNs       *ebpf.Variable `ebpf:"target_opened_ns"`
 	TargetsGeneration    *ebpf.Variable `ebpf:"targets_generation"`
 	TimingSelf           *ebpf.Variable `ebpf:"timing_self"`
+	UnusedBackendPeer    *ebpf.Variable `ebpf:"unused_backend_peer"`
 	UnusedBackendRecord  *ebpf.Variable `ebpf:"unused_backend_record"`
+	UnusedBackendUse     *ebpf.Variable `ebpf:"unused_backend_use"`
 	UnusedChunkRecord    *ebpf.Variable `ebpf:"unused_chunk_record"`
+	UnusedConnPhase      *ebpf.Variable `ebpf:"unused_conn_phase"`
+	UnusedConnRole       *ebpf.Variable `ebpf:"unused_conn_role"`
+	UnusedConnState      *ebpf.Variable `ebpf:"unused_conn_state"`
+	UnusedCost           *ebpf.Variable `ebpf:"unused_cost"`
+	UnusedGoLayout       *ebpf.Variable `ebpf:"unused_go_layout"`
 	UnusedInterpKind     *ebpf.Variable `ebpf:"unused_interp_kind"`
 	UnusedInterpLayout   *ebpf.Variable `ebpf:"unused_interp_layout"`
 	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`
@@ -852,9 +899,16 @@ type reqprofVariables struct {
 	UnusedRuntimeModel   *ebpf.Variable `ebpf:"unused_runtime_model"`
 	UnusedSampleFlags    *ebpf.Variable `ebpf:"unused_sample_flags"`
 	UnusedSelfKind       *ebpf.Variable `ebpf:"unused_self_kind"`
+	UnusedSelfRuns       *ebpf.Variable `ebpf:"unused_self_runs"`
+	UnusedSelfTiming     *ebpf.Variable `ebpf:"unused_self_timing"`
 	UnusedSetupState     *ebpf.Variable `ebpf:"unused_setup_state"`
 	UnusedStackSample    *ebpf.Variable `ebpf:"unused_stack_sample"`
+	UnusedStdioKey       *ebpf.Variable `ebpf:"unused_stdio_key"`
+	UnusedSyscallSlot    *ebpf.Variable `ebpf:"unused_syscall_slot"`
+	UnusedTailCost       *ebpf.Variable `ebpf:"unused_tail_cost"`
 	UnusedTargetRole     *ebpf.Variable `ebpf:"unused_target_role"`
+	UnusedTargetStats    *ebpf.Variable `ebpf:"unused_target_stats"`
+	UnusedThreadState    *ebpf.Variable `ebpf:"unused_thread_state"`
 	UnusedUnixPath       *ebpf.Variable `ebpf:"unused_unix_path"`
 	WatchSetups          *ebpf.Variable `ebpf:"watch_setups"`
 	WatchUnix            *ebpf.Variable `ebpf:"watch_unix"`

@@ -232,11 +232,18 @@ func (a *answering) burst(r profile.Request, requests []stream.Request, readBefo
 	tail := costDiff(r, prev)
 	tail.BytesOut = r.BytesOut - min(r.BytesOut, written)
 	if last >= 0 {
+		// The burst's tail, after its last write, is after these calls'
+		// response: theirs, as a tail is its request's.
+		tail.TailNs, tail.TailSelfNs = min(r.TailNs, tail.CPUNs()), r.TailSelfNs
 		n := len(done) - last
 		for i := range n {
-			done[last+i] = plusCost(done[last+i], share(tail, n, i == 0))
+			part := share(tail, n, i == 0)
+			done[last+i] = plusCost(done[last+i], part)
+			done[last+i].TailNs += part.TailNs
+			done[last+i].TailSelfNs += part.TailSelfNs
 		}
 	} else {
+		// Carried to the call answered next: within its latency.
 		a.carry = plusCost(a.carry, tail)
 	}
 	over := max(0, len(a.calls)-maxCallsInFlight)

@@ -42,7 +42,7 @@ func TestAnsweredInReverseOrder(t *testing.T) {
 	off = written(b, 100, off, resp("2"), 300, 400) // the fast one, first
 	off = written(b, 100, off, resp("1"), 1300, 1500)
 	f := b.conns[1]
-	burst := profile.Request{Conn: 1, Start: 100, End: 1500, UserNs: 1350}
+	burst := profile.Request{Conn: 1, Start: 100, End: 1500, UserNs: 1350, TailNs: 40, TailSelfNs: 4}
 	done, unmatched := f.answers.burst(burst, []stream.Request{call("tools/call slow", "1"), call("tools/call fast", "2")}, nil, identity)
 	if len(unmatched) != 0 || len(done) != 2 {
 		t.Fatalf("done %v, unmatched %v", done, unmatched)
@@ -52,9 +52,14 @@ func TestAnsweredInReverseOrder(t *testing.T) {
 	if fast.CPUNs() != 300 || fast.End != 400 || fast.Start != 100 {
 		t.Errorf("fast: %d ns, %v..%v; want 300 ns, 100..400", fast.CPUNs(), fast.Start, fast.End)
 	}
-	// The tail after the last response (50 ns) goes with it.
+	// The tail after the last response (50 ns) goes with it; of that,
+	// the burst's tail (40 ns) came after its last byte, which the 10 ns
+	// of the write's own end did not.
 	if slow.CPUNs() != 1050 || slow.End != 1500 {
 		t.Errorf("slow: %d ns, ends %v; want 1050 ns at 1500", slow.CPUNs(), slow.End)
+	}
+	if slow.TailNs != 40 || slow.TailSelfNs != 4 || fast.TailNs != 0 {
+		t.Errorf("tails: slow %d ns (own cost %d), fast %d ns; want 40 (4) and 0", slow.TailNs, slow.TailSelfNs, fast.TailNs)
 	}
 }
 

@@ -13,13 +13,13 @@ import (
 	"testing"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 )
 
-// startPoolServer starts one of internal/poolservers' servers with the
+// startPoolServer starts one of internal/testservers/poolservers' servers with the
 // interpreter given, working burnUs per unit.
 func startPoolServer(t *testing.T, interpreter, script string, burnUs int) *calserver.Process {
 	t.Helper()

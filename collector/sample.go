@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/reqprof/reqprof/collector/route"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -15,12 +14,6 @@ import (
 // sample this large are within a fraction of a percentile of their rank
 // among every request (one standard error: p50 ±0.16, p99 ±0.03).
 const maxSampledRequests = 100_000
-
-// maxRouteNames bounds the distinct route names the collector keeps.
-// Names come from what clients sent, so without a bound a client could
-// grow the collector's memory with each request; past it, requests are
-// named profile.OtherRoutes, as the summary names the routes it folds.
-const maxRouteNames = 10_000
 
 // finishedRequests is what the collector keeps of one target's finished
 // requests, in memory bounded however many finish: exact totals, overall
@@ -131,42 +124,6 @@ func (s *reservoir) skip() {
 // uniform draws from (0, 1), never 0, whose log would be -Inf.
 func (s *reservoir) uniform() float64 {
 	return (float64(s.rand.Uint64()>>11) + 0.5) / (1 << 53)
-}
-
-// routeNames names requests, keeps one copy of each name, and at most
-// maxRouteNames of them.
-type routeNames struct {
-	interned map[string]string
-	limit    int
-}
-
-func newRouteNames(limit int) *routeNames {
-	return &routeNames{interned: map[string]string{}, limit: limit}
-}
-
-func (n *routeNames) name(payload []byte, port uint16) string {
-	return n.intern(route.Name(payload, port))
-}
-
-// internBytes is intern for a name in bytes, which it copies only when
-// new.
-func (n *routeNames) internBytes(b []byte) string {
-	if interned, ok := n.interned[string(b)]; ok {
-		return interned
-	}
-	return n.intern(string(b))
-}
-
-// intern keeps one copy of each name, and at most limit names.
-func (n *routeNames) intern(name string) string {
-	if interned, ok := n.interned[name]; ok {
-		return interned
-	}
-	if len(n.interned) >= n.limit {
-		return profile.OtherRoutes
-	}
-	n.interned[name] = name
-	return name
 }
 
 // routeTotals are the totals per route, as a run reports them.

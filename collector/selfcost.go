@@ -64,6 +64,17 @@ func (r *selfRates) splitOf(c *reqprofCost) selfSplit {
 	return selfSplit{syscallNs: syscall, userNs: user, interruptNs: interrupt}
 }
 
+// tailOf is the own cost of the runs counted in a request's tail: those
+// splitOf counts, but switches, which a tail does not pass to its request.
+func (r *selfRates) tailOf(t *reqprofTailCost) float64 {
+	return float64(t.Syscalls)*(r.perRun(reqprofSelfKindSELF_SYS_ENTER)+r.perRun(reqprofSelfKindSELF_SYS_EXIT)) +
+		float64(t.SockOps)*r.perRun(reqprofSelfKindSELF_SOCK) +
+		float64(t.Wakeups)*r.perRun(reqprofSelfKindSELF_WAKE) +
+		float64(t.PageFaults)*r.perRun(reqprofSelfKindSELF_FAULT) +
+		float64(t.PoolProbes)*r.perRun(reqprofSelfKindSELF_POOL) +
+		float64(t.Interrupts)*2*r.perRun(reqprofSelfKindSELF_INTERRUPT)
+}
+
 // totalOf is the own cost of a target's runs over the window: those of
 // its threads, served a request or not.
 func (r *selfRates) totalOf(runs reqprofSelfRuns) float64 {
@@ -107,19 +118,25 @@ type taken struct {
 	syscallNs, interruptNs uint64
 }
 
-// net sets r.SelfNs to the own cost of the runs counted in c, and unless
-// gross takes it out of r's figures, each part from the time it was
+// net sets r.SelfNs to the own cost of the runs counted in c, and
+// r.TailSelfNs to that of the runs counted in its tail, part of c; unless
+// gross it takes them out of r's figures, each part from the time it was
 // charged as, never below zero: syscall time, user time, then softirq and
-// irq time.
-func (s *selfCost) net(r *profile.Request, c *reqprofCost) taken {
+// irq time, and the tail's out of r.TailNs.
+func (s *selfCost) net(r *profile.Request, c *reqprofCost, tail *reqprofTailCost) taken {
 	if s == nil {
 		return taken{}
 	}
-	split := s.rates.Load().splitOf(c)
+	rates := s.rates.Load()
+	split := rates.splitOf(c)
 	r.SelfNs = roundNs(split.totalNs())
+	if tail != nil {
+		r.TailSelfNs = min(roundNs(rates.tailOf(tail)), r.SelfNs)
+	}
 	if s.gross {
 		return taken{}
 	}
+	takeNs(&r.TailNs, r.TailSelfNs)
 	var t taken
 	t.syscallNs = takeNs(&r.SyscallNs, roundNs(split.syscallNs))
 	takeNs(&r.UserNs, roundNs(split.userNs))
@@ -127,6 +144,8 @@ func (s *selfCost) net(r *profile.Request, c *reqprofCost) taken {
 	t.interruptNs = takeNs(&r.SoftirqNs, want)
 	t.interruptNs += takeNs(&r.IrqNs, want-t.interruptNs)
 	r.KernelNs = r.SyscallNs + r.SoftirqNs + r.IrqNs
+	// Each part was floored apart: the tail stays part of the whole.
+	r.TailNs = min(r.TailNs, r.CPUNs())
 	return t
 }
 

@@ -6,20 +6,18 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/report"
 )
 
 // TestNetFiguresLeaveOutOwnCost runs the calibrated server with the
 // figures net of reqprof's own cost (the default). The server's own clock
-// (its thread's CPU clock from the read to the write) counts what
-// reqprof's programs cost its thread inside that span, as the gross
-// figures do: so the net mean is the server's own less the stated own
-// cost per request, and net plus that cost is the server's own. Each
-// request is 200 µs of work, as in TestCPUPerRequestMatchesServer: a
-// lighter one is dwarfed by what reqprof's request holds and the server's
-// clock does not (its tail, the server's loop back to its next read, some
-// 2.5 µs here).
+// (its thread's CPU clock from the read that brings a request to the read
+// that brings the next) counts what reqprof's programs cost its thread
+// inside that span, as the gross figures do: so the net mean is the
+// server's own less the stated own cost per request, and net plus that
+// cost is the server's own. Each request is 200 µs of work, as in
+// TestCPUPerRequestMatchesServer.
 func TestNetFiguresLeaveOutOwnCost(t *testing.T) {
 	for _, model := range []string{"threads", "epoll"} {
 		t.Run(model, func(t *testing.T) {

@@ -61,7 +61,7 @@ func TestNetTakesOwnCostOutOfEachPart(t *testing.T) {
 	r := requestOf(&reqprofRequestRecord{Cost: *c})
 	self := newSelfCost(false)
 	self.rates.Store(testRates())
-	took := self.net(&r, c)
+	took := self.net(&r, c, nil)
 	if r.SelfNs != 1740+420+120 {
 		t.Errorf("SelfNs %d, want %d", r.SelfNs, 1740+420+120)
 	}
@@ -79,13 +79,45 @@ func TestNetTakesOwnCostOutOfEachPart(t *testing.T) {
 	}
 }
 
+// The tail's own runs are costed as the whole's, switches aside (a tail
+// passes none to its request), and come out of the tail: what is left is
+// part of the net CPU, as the tail was part of the gross.
+func TestNetTakesTheTailsOwnCostOutOfIt(t *testing.T) {
+	c := testCost()
+	// Of the request's runs, its tail had a syscall, a socket operation
+	// and a fault: 160 + 220 + 50 ns.
+	tail := reqprofTailCost{CpuNs: 3000, Syscalls: 1, SockOps: 1, PageFaults: 1}
+	for _, gross := range []bool{false, true} {
+		r := requestOf(&reqprofRequestRecord{Cost: *c, Tail: tail})
+		self := newSelfCost(gross)
+		self.rates.Store(testRates())
+		self.net(&r, c, &tail)
+		wantTail := uint64(3000 - 430)
+		if gross {
+			wantTail = 3000
+		}
+		if r.TailSelfNs != 430 || r.TailNs != wantTail {
+			t.Errorf("gross %v: tail %d ns, its own cost %d; want %d and 430", gross, r.TailNs, r.TailSelfNs, wantTail)
+		}
+	}
+	// A tail that says more than its request had stays within it.
+	tail.CpuNs = 1 << 40
+	r := requestOf(&reqprofRequestRecord{Cost: *c, Tail: tail})
+	self := newSelfCost(false)
+	self.rates.Store(testRates())
+	self.net(&r, c, &tail)
+	if r.TailNs > r.CPUNs() || r.TailSelfNs > r.SelfNs {
+		t.Errorf("tail %d ns of %d, own cost %d of %d: more than the whole", r.TailNs, r.CPUNs(), r.TailSelfNs, r.SelfNs)
+	}
+}
+
 func TestNetNeverGoesBelowZero(t *testing.T) {
 	c := testCost()
 	c.SyscallNs, c.UserNs, c.SoftirqNs[3], c.IrqNs = 100, 10, 50, 30
 	r := requestOf(&reqprofRequestRecord{Cost: *c})
 	self := newSelfCost(false)
 	self.rates.Store(testRates())
-	took := self.net(&r, c)
+	took := self.net(&r, c, nil)
 	if r.CPUNs() != 0 {
 		t.Errorf("net CPU %d, want 0: more own cost than time", r.CPUNs())
 	}
@@ -100,7 +132,7 @@ func TestGrossKeepsTheFiguresAndStatesTheCost(t *testing.T) {
 	before := r
 	self := newSelfCost(true)
 	self.rates.Store(testRates())
-	if took := self.net(&r, c); took != (taken{}) {
+	if took := self.net(&r, c, nil); took != (taken{}) {
 		t.Errorf("gross took %+v", took)
 	}
 	before.SelfNs = 2280
@@ -115,7 +147,7 @@ func TestBreakdownRowsLoseWhatWasTaken(t *testing.T) {
 	self := newSelfCost(false)
 	self.rates.Store(testRates())
 	var tally kernelTally
-	tally.add(c, self.net(&r, c))
+	tally.add(c, self.net(&r, c, nil))
 	var syscalls, interrupts uint64
 	for cause, cost := range tally.breakdown() {
 		if cause.Kind == profile.CauseSyscall {

@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/cserver"
-	"github.com/reqprof/reqprof/internal/gohttp"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/internal/testservers/cserver"
+	"github.com/reqprof/reqprof/internal/testservers/gohttp"
 	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
@@ -36,7 +36,7 @@ type stackRoute struct {
 // word on top of the stack, where the pclntab says there is no frame.
 func TestStacksGoRoutes(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/gohttp/cmd/gohttp")
 	cmd := exec.Command(bin, "--route", "/alpha=1ms", "--route", "/beta=2ms", "--burn-in", "/alpha=alpha", "--burn-in", "/beta=beta")
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 	srv, err := calserver.Spawn(cmd)
@@ -49,7 +49,7 @@ func TestStacksGoRoutes(t *testing.T) {
 	if err := srv.StopInto(&truth); err != nil {
 		t.Fatal(err)
 	}
-	const pkg = "github.com/reqprof/reqprof/internal/gohttp."
+	const pkg = "github.com/reqprof/reqprof/internal/testservers/gohttp."
 	checkStackRoutes(t, w, srv.PID(), truth.Requests, []stackRoute{
 		{"/alpha", pkg + "BurnAlpha", truth.BurnUs["/alpha"]},
 		{"/beta", pkg + "BurnBeta", truth.BurnUs["/beta"]},

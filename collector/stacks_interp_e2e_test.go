@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
 	"github.com/reqprof/reqprof/profile"
 )
 
-// Interpreted routes: internal/stackservers' servers, in Python, PHP and
+// Interpreted routes: internal/testservers/stackservers' servers, in Python, PHP and
 // JavaScript, each with two routes that burn their CPU in functions of
 // their own, light (2 ms a request) and heavy (4 ms). Each route's
 // samples must be under its own function (at least 80% of them, kernel

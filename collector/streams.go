@@ -3,9 +3,7 @@ package collector
 import (
 	"errors"
 	"math"
-	"strings"
 
-	"github.com/reqprof/reqprof/collector/route"
 	"github.com/reqprof/reqprof/collector/stream"
 	"github.com/reqprof/reqprof/profile"
 )
@@ -147,12 +145,15 @@ type split struct {
 func (b *bursts) burst(d *decodedRecord) (split, *followed) {
 	f := b.conns[d.request.Conn]
 	chunked := d.flags&uint32(reqprofRecordFlagsREQ_CHUNKED) != 0
-	if len(d.payload) == 0 && !chunked {
+	if len(d.payload) == 0 {
 		// Read into a buffer the programs never saw (the read began
-		// before the window): one request, as counted. The stream starts
-		// again where the next burst does.
+		// before the window): one request, as counted, whatever later
+		// reads of the burst sent as chunks (php-fpm reads a request a
+		// record at a time, the first read blocked at attach on a
+		// connection nginx keeps). The stream starts again where the next
+		// burst does.
 		if f != nil {
-			f.conn = nil
+			f.conn, f.chunks, f.held = nil, nil, 0
 		}
 		return split{fallback: "bytes not captured (a read begun before attach)"}, f
 	}
@@ -230,6 +231,20 @@ func (b *bursts) parse(conn *stream.Conn, d *decodedRecord, chunks []heldChunk, 
 		s.readBefore = append(s.readBefore, len(s.requests))
 	}
 	feedBefore(conn, d, chunks, math.MaxUint64)
+	if conn.Protocol() == stream.FastCGI {
+		// A FastCGI server answers a request only once its params have
+		// ended, so a burst never ends inside them unless bytes it read
+		// were not sent (params past the capture and chunks): the gap is
+		// taken now, breaking the Conn, and the burst counts as one
+		// request, named from its first bytes, rather than passing its
+		// CPU on to a next burst that a connection closed after its one
+		// request never has.
+		sent := d.request.BytesIn
+		if d.flags&uint32(reqprofRecordFlagsREQ_CLIENT) != 0 {
+			sent = d.request.BytesOut // a client's call: the bytes it wrote
+		}
+		conn.Skip(d.streamOff + sent)
+	}
 	take()
 	s.protocol = conn.Protocol()
 	b.requests, b.readBefore = s.requests, s.readBefore
@@ -285,35 +300,6 @@ func fallbackReason(err error, streamOff uint64) string {
 	return "malformed"
 }
 
-// channelName is what requests with no port came on: "unix" (a Unix
-// socket), "stdio", or "" for a TCP port.
-func channelName(flags uint32) string {
-	switch {
-	case flags&uint32(reqprofRecordFlagsREQ_STDIO) != 0:
-		return "stdio"
-	case flags&uint32(reqprofRecordFlagsREQ_UNIX) != 0:
-		return "unix"
-	}
-	return ""
-}
-
-// localName names by its channel what would be named by port 0.
-func localName(name, channel string) string {
-	if channel == "" {
-		return name
-	}
-	if name == ":0" {
-		return channel
-	}
-	if rest, ok := strings.CutSuffix(name, " :0"); ok {
-		return rest + " " + channel
-	}
-	return name
-}
-
-// fallbackName names a burst counted as one request.
-func fallbackName(d *decodedRecord) string { return route.Name(d.payload, d.localPort) }
-
 // share is one of n equal shares of a request's cost; the first share
 // takes the remainders, so that the shares sum to the whole.
 func share(r profile.Request, n int, first bool) profile.Request {
@@ -342,11 +328,13 @@ func share(r profile.Request, n int, first bool) profile.Request {
 	r.BytesIn = part(r.BytesIn)
 	r.BytesOut = part(r.BytesOut)
 	r.SetupNs = part(r.SetupNs)
+	r.TailNs = part(r.TailNs)
+	r.TailSelfNs = part(r.TailSelfNs)
 	return r
 }
 
 // merge adds a carried burst's cost to r, which then starts where the
-// carried one did.
+// carried one did: the carried burst's tail is in r's latency, no tail.
 func merge(r, carried profile.Request) profile.Request {
 	r.UserNs += carried.UserNs
 	r.SelfNs += carried.SelfNs

@@ -19,11 +19,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/gohttp"
-	"github.com/reqprof/reqprof/internal/grpcserver"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/internal/testservers/gohttp"
+	"github.com/reqprof/reqprof/internal/testservers/grpcserver"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -58,7 +58,7 @@ func meanTotalsUs(sum profile.Totals) float64 {
 func TestHTTP2Streams(t *testing.T) {
 	testbin.RequireBPF(t)
 	h2load := lookPathOrFail(t, "h2load")
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/gohttp/cmd/gohttp")
 	cmd := exec.Command(bin, "--h2c", "--route", "/light=100us", "--route", "/heavy=400us")
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 	srv, err := calserver.Spawn(cmd)
@@ -178,7 +178,7 @@ func h2loadSucceeded(t *testing.T, out []byte) int {
 // the target says so.
 func TestGRPCCalls(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/grpcserver/cmd/grpcserver")
 	srv, err := calserver.Spawn(exec.Command(bin, "--light", "50us", "--heavy", "200us", "--messages", "4"))
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestGRPCCalls(t *testing.T) {
 // counted, named by port, and nothing is merged.
 func TestGRPCJoinedMidStream(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/grpcserver/cmd/grpcserver")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/grpcserver/cmd/grpcserver")
 	srv, err := calserver.Spawn(exec.Command(bin))
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +261,7 @@ func TestGRPCJoinedMidStream(t *testing.T) {
 // server, which reads them in one read: each is a request, named.
 func TestHTTP1Pipelined(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/gohttp/cmd/gohttp")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/gohttp/cmd/gohttp")
 	cmd := exec.Command(bin, "--route", "/a=20us", "--route", "/b=80us")
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 	srv, err := calserver.Spawn(cmd)
@@ -470,7 +470,7 @@ func TestUvicornOnUnixSocket(t *testing.T) {
 // is the server's own within 3%.
 func TestStdioJSONRPC(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/stdioserver/cmd/stdioserver")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/stdioserver/cmd/stdioserver")
 	cmd := exec.Command(bin, "--light", "100us", "--heavy", "400us")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -541,7 +541,7 @@ func TestStdioJSONRPC(t *testing.T) {
 // server counted them, and the two tools' CPU differs by what they burn.
 func TestMCPServerOverStdio(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/mcpserver/cmd/mcpserver")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/mcpserver/cmd/mcpserver")
 	cmd := exec.Command(bin, "--light", "100us", "--heavy", "400us")
 	// One P: the SDK runs each call's handler in a goroutine of its own
 	// that never touches stdio, and with two Ps it may run on a thread that
@@ -614,7 +614,7 @@ func TestMCPServerOverStdio(t *testing.T) {
 // to 6%.
 func TestStdioOutOfOrder(t *testing.T) {
 	testbin.RequireBPF(t)
-	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/stdioserver/cmd/stdioserver")
+	bin := buildCmd(t, "github.com/reqprof/reqprof/internal/testservers/stdioserver/cmd/stdioserver")
 	cmd := exec.Command(bin, "--out-of-order", "--light", "100us", "--heavy", "300us", "--slow", "400us", "--wait", "5ms")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/profile"
 )
 

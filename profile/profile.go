@@ -12,7 +12,7 @@ type Request struct {
 	TID        uint32
 	Conn       uint64        // opaque connection identity (socket cookie)
 	Route      string        // what it asked for ("GET /users/{id}"), or ":PORT"
-	Protocol   string        // how it came: "http1", "h2", "grpc", "resp", "jsonrpc"; "" unknown
+	Protocol   string        // how it came: "http1", "h2", "grpc", "resp", "jsonrpc", "fastcgi"; "" unknown
 	Port       uint16        // the local port it came in on
 	Start      time.Duration // monotonic clock: its first bytes read
 	FirstWrite time.Duration // monotonic clock: its first response bytes written
@@ -34,6 +34,16 @@ type Request struct {
 	// SelfNs is what reqprof's own programs cost in its context: taken
 	// out of the figures above, unless the run was made gross.
 	SelfNs uint64
+
+	// TailNs is the part of its CPU (UserNs + KernelNs) after its last
+	// response byte was written: its thread's loop until it turned to
+	// other work (its next request's read, another connection, a wait for
+	// events). It is outside its latency: the rest of its CPU, less
+	// SetupNs, ran from its first byte read to its last written.
+	// TailSelfNs is the part of SelfNs that ran in the tail; TailNs is net
+	// of it as the whole is.
+	TailNs     uint64
+	TailSelfNs uint64
 
 	// Interleaved: which request some of its CPU served is estimated: its
 	// thread began another request before answering it, in a runtime
@@ -237,6 +247,10 @@ type SelfCost struct {
 	// TotalNs is over all the target's threads, served a request or not:
 	// what its process's CPU includes of it.
 	TotalNs uint64
+	// PerRequestSpreadNs is how far the own cost per finished request
+	// (Finished.SelfNs over the requests) may be from the true one, as
+	// the collector states it; 0 when it states none.
+	PerRequestSpreadNs uint64
 }
 
 // AttributedNs is CPU charged to any request, finished or not.
@@ -314,6 +328,8 @@ type Totals struct {
 	InvoluntarySwitches uint64
 	SelfNs              uint64
 	SetupNs             uint64 // part of CPUNs: connection setup and teardown (Request.SetupNs)
+	TailNs              uint64 // part of CPUNs: after the last response byte (Request.TailNs)
+	TailSelfNs          uint64 // part of SelfNs: in the tails
 
 	MaxCPUNs       uint64
 	MaxUserNs      uint64
@@ -348,6 +364,8 @@ func (t *Totals) Add(r Request) {
 	t.InvoluntarySwitches += uint64(r.InvoluntarySwitches)
 	t.SelfNs += r.SelfNs
 	t.SetupNs += r.SetupNs
+	t.TailNs += r.TailNs
+	t.TailSelfNs += r.TailSelfNs
 	t.MaxCPUNs = max(t.MaxCPUNs, cpu)
 	t.MaxUserNs = max(t.MaxUserNs, r.UserNs)
 	t.MaxKernelNs = max(t.MaxKernelNs, r.KernelNs)
@@ -394,6 +412,8 @@ func (t *Totals) Merge(o Totals) {
 	t.InvoluntarySwitches += o.InvoluntarySwitches
 	t.SelfNs += o.SelfNs
 	t.SetupNs += o.SetupNs
+	t.TailNs += o.TailNs
+	t.TailSelfNs += o.TailSelfNs
 	t.MaxCPUNs = max(t.MaxCPUNs, o.MaxCPUNs)
 	t.MaxUserNs = max(t.MaxUserNs, o.MaxUserNs)
 	t.MaxKernelNs = max(t.MaxKernelNs, o.MaxKernelNs)

@@ -396,6 +396,12 @@ func WriteComparison(w io.Writer, s Summary, opts CompareOptions) error {
 // against.
 func comparisonTitle(targets []TargetSummary, c *Comparison) string {
 	title := "CPU per finished request"
+	switch own := ownCosts(targets); {
+	case own == len(targets) && own > 0:
+		title += ", net of reqprof's own cost"
+	case own > 0:
+		title += fmt.Sprintf(", net of reqprof's own cost in %d of the %d targets", own, len(targets))
+	}
 	if c != nil {
 		names := columnNames(targets)
 		title += "; baseline: " + names[0]
@@ -404,6 +410,19 @@ func comparisonTitle(targets []TargetSummary, c *Comparison) string {
 		}
 	}
 	return title
+}
+
+// ownCosts is how many of targets have figures net of reqprof's own
+// cost: all of one run, or of none, but a comparison of files can mix
+// runs made with --gross, or by a reqprof that kept no own cost.
+func ownCosts(targets []TargetSummary) int {
+	n := 0
+	for _, t := range targets {
+		if ownTakenOut(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // topKernelCosts is how many of each target's largest kernel costs the

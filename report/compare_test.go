@@ -353,3 +353,22 @@ func TestReadJSONRejectsBadAdditions(t *testing.T) {
 		})
 	}
 }
+
+// The comparison's title says its figures are net of reqprof's own cost
+// when they are, and of how many targets when files mix runs.
+func TestComparisonTitleSaysOwnCostTakenOut(t *testing.T) {
+	net := TargetSummary{Label: "a", SelfCostUs: &SelfCostSummary{PerRequest: 1, TakenOut: true}}
+	gross := TargetSummary{Label: "b", SelfCostUs: &SelfCostSummary{PerRequest: 1}}
+	for _, c := range []struct {
+		targets []TargetSummary
+		want    string
+	}{
+		{[]TargetSummary{net, net}, "CPU per finished request, net of reqprof's own cost"},
+		{[]TargetSummary{net, gross}, "CPU per finished request, net of reqprof's own cost in 1 of the 2 targets"},
+		{[]TargetSummary{gross, {Label: "c"}}, "CPU per finished request"},
+	} {
+		if got := comparisonTitle(c.targets, nil); got != c.want {
+			t.Errorf("title %q, want %q", got, c.want)
+		}
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/reqprof/reqprof/profile"
@@ -12,17 +14,26 @@ import (
 
 // Flame graphs are drawn here as SVG, like every chart of the page: a
 // frame is a box as wide as its share of the samples, its callees on top
-// of it, the route at the bottom. The page runs no script, so there is no
-// zooming: every box says what it is in its tooltip (a <title>), and
-// boxes too narrow to draw are left out, their samples still in their
-// callers' width.
+// of it, the route at the bottom. Each box carries where it lies as
+// fractions of its graph (data-x, data-w) and its level (data-d), and its
+// label its whole name (data-label): the page's script (flameScript)
+// lays every graph out again at the page's width, says a box's name and
+// share under the graph as the pointer rests on it, and zooms into a box
+// on a click (the bottom box, an ancestor or Esc zooms back out). Without
+// the script, the graphs are drawn at flameWidth and each box's tooltip
+// (a <title>) says what it is. Boxes narrower than flameMinWidth are left
+// out, their samples still in their callers' width, as flamegraph.pl
+// leaves them out.
 
 // Sizes of flame graphs, in CSS pixels.
 const (
-	flameWidth     = chartWidth
+	// The width a graph is drawn at without the script; with it, the
+	// page's.
+	flameWidth     = 1200
 	flameRowHeight = 16
-	// Boxes narrower than this are not drawn.
-	flameMinWidth = 1.0
+	// Boxes narrower than this at flameWidth are not drawn: a zoom into
+	// a box 1/1000 of the graph still shows its callees of a tenth of it.
+	flameMinWidth = 0.1
 	// Deeper frames are not drawn: a runaway recursion would make the
 	// chart as tall as its stack.
 	flameMaxDepth = 80
@@ -104,38 +115,67 @@ func flameTree(route string, folded []FoldedStack) *flameNode {
 	return root
 }
 
+// htmlFlameChart is a flame graph as the page draws it: its size at
+// flameWidth, the samples its root holds, and its boxes.
+type htmlFlameChart struct {
+	Width, Height int
+	Samples       uint64
+	Frames        []htmlFrame
+}
+
+// htmlFrame is one box of a flame graph: for the script, where it lies
+// (the samples before it at its level, From, and its own, Samples) and
+// its level from the root (Depth); its box and label at flameWidth; its
+// colour and tooltip; and its whole label, which the script fits to the
+// box's width as Fit fits it to flameWidth.
+type htmlFrame struct {
+	From, Samples            uint64
+	Depth                    int
+	X, Y, BoxW, H, TX, TY    string
+	Color, Title, Label, Fit string
+	// Dark: its fill is dark enough that its label is drawn light.
+	Dark bool
+}
+
 // flameChart draws a tree as a flame graph: each box's colour from
 // colorOf, and its tooltip its name and what says of it. A box is given by
-// its path of frames from the root, and its node.
-func flameChart(root *flameNode, colorOf, what func(path []string, n *flameNode) string) htmlChart {
+// its path of frames from the root, and its node. The boxes of the first
+// routeLevels levels are routes, labelled whole; the others functions,
+// labelled without their import path.
+func flameChart(root *flameNode, routeLevels int, colorOf, what func(path []string, n *flameNode) string) htmlFlameChart {
 	if root.samples == 0 {
-		return htmlChart{Width: flameWidth, Height: flameRowHeight, Class: "flame"}
+		return htmlFlameChart{Width: flameWidth, Height: flameRowHeight}
 	}
 	scale := float64(flameWidth) / float64(root.samples)
 	depth := min(flameDepth(root, scale), flameMaxDepth)
-	chart := htmlChart{Width: flameWidth, Height: (depth + 1) * flameRowHeight, Class: "flame"}
-	var draw func(n *flameNode, path []string, x float64, level int)
-	draw = func(n *flameNode, path []string, x float64, level int) {
+	chart := htmlFlameChart{Width: flameWidth, Height: (depth + 1) * flameRowHeight, Samples: root.samples}
+	var draw func(n *flameNode, path []string, before uint64, level int)
+	draw = func(n *flameNode, path []string, before uint64, level int) {
 		w := float64(n.samples) * scale
 		if w < flameMinWidth || level > flameMaxDepth {
 			return
 		}
+		x := float64(before) * scale
 		y := float64(chart.Height - (level+1)*flameRowHeight)
 		title := n.name
 		if n.kernel {
 			title += " (kernel)"
 		}
-		chart.Bars = append(chart.Bars, htmlBar{
-			Class: "frame", X: px(x), Y: px(y), W: px(max(w-0.5, 0.1)), H: px(flameRowHeight - 1),
-			Color: colorOf(path, n), Title: title + ": " + what(path, n),
-		})
-		if label := flameLabel(n.name, w); label != "" {
-			chart.Texts = append(chart.Texts, htmlText{Class: "frame", X: px(x + 3), Y: px(y + flameRowHeight - 4), Anchor: "start", Text: label})
+		label := n.name
+		if level >= routeLevels {
+			label = shortFunction(n.name)
 		}
+		color := colorOf(path, n)
+		chart.Frames = append(chart.Frames, htmlFrame{
+			From: before, Samples: n.samples, Depth: level,
+			X: px(x), Y: px(y), BoxW: px(max(w-0.5, 0.1)), H: px(flameRowHeight - 1),
+			TX: px(x + 3), TY: px(y + flameRowHeight - 4),
+			Color: color, Title: title + ": " + what(path, n), Label: label, Fit: flameLabel(label, w), Dark: darkColor(color),
+		})
 		for _, key := range n.sortedChildren() {
 			child := n.children[key]
-			draw(child, append(path, key), x, level+1)
-			x += float64(child.samples) * scale
+			draw(child, append(path, key), before, level+1)
+			before += child.samples
 		}
 	}
 	draw(root, nil, 0, 0)
@@ -154,18 +194,39 @@ func flameDepth(n *flameNode, scale float64) int {
 	return deepest
 }
 
-// flameLabel is as much of a box's name as fits in it, "" when too little
-// would.
-func flameLabel(name string, width float64) string {
+// flameLabel is as much of a box's label as fits in it, "" when too
+// little would; the page's script fits it the same way (flameScript).
+func flameLabel(label string, width float64) string {
 	fits := int((width - 6) / flameCharWidth)
 	if fits < 3 {
 		return ""
 	}
-	short := shortFunction(name)
-	if r := []rune(short); len(r) > fits {
+	if r := []rune(label); len(r) > fits {
 		return string(r[:fits-1]) + "…"
 	}
-	return short
+	return label
+}
+
+// darkColor says whether a "#rrggbb" fill is too dark for dark text: its
+// relative luminance (sRGB, as WCAG reckons it) under 0.15, where black
+// text falls under a contrast of 4:1. Of the flame graphs' colours, only
+// the differential's darkest red and blue are.
+func darkColor(hex string) bool {
+	if len(hex) != 7 || hex[0] != '#' {
+		return false
+	}
+	v, err := strconv.ParseUint(hex[1:], 16, 32)
+	if err != nil {
+		return false
+	}
+	linear := func(c uint64) float64 {
+		x := float64(c) / 255
+		if x <= 0.04045 {
+			return x / 12.92
+		}
+		return math.Pow((x+0.055)/1.055, 2.4)
+	}
+	return 0.2126*linear(v>>16&0xff)+0.7152*linear(v>>8&0xff)+0.0722*linear(v&0xff) < 0.15
 }
 
 // frameColor is a function's colour, the same wherever it is drawn.
@@ -187,7 +248,7 @@ func frameColor(path []string, n *flameNode) string {
 type htmlFlame struct {
 	Title string
 	Note  string
-	Chart htmlChart
+	Chart htmlFlameChart
 	Table *htmlTable
 }
 
@@ -221,7 +282,7 @@ func routeFlames(st *StacksSummary) []htmlFlame {
 		}
 		header, rows := hotFunctionCells(r)
 		flame := htmlFlame{
-			Title: routeStacksLine(r), Chart: flameChart(root, frameColor, what),
+			Title: routeStacksLine(r), Chart: flameChart(root, 1, frameColor, what),
 			Table: &htmlTable{Title: "hottest functions", Header: header, Rows: rows},
 		}
 		if root.samples < total {
@@ -273,7 +334,7 @@ func differentialFlame(baseName string, base *StacksSummary, name string, target
 	return htmlFlame{
 		Title: fmt.Sprintf("%s against %s: widths are %s's shares of its samples of finished requests; red grew, blue fell, from %s's (up to %.1f points)",
 			name, baseName, name, baseName, 100*largest),
-		Chart: flameChart(after, colorOf, what),
+		Chart: flameChart(after, 2, colorOf, what),
 	}, true
 }
 

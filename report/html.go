@@ -15,7 +15,8 @@ import (
 
 // WriteHTML writes s as a page that needs nothing but itself, to be opened
 // from a file or mailed: its style is inline, its charts are SVG drawn
-// here, and it runs no script. It shows the comparison table (of
+// here, and its one script, inline too, only lays flame graphs out at the
+// page's width and zooms them (flameScript), when there are any. It shows the comparison table (of
 // s.Comparison, as Summarize, Combine or the caller set it), a bar per
 // target of its mean CPU per request split into user time and kinds of
 // kernel time, the targets' CPU histograms (overlaid on one axis when
@@ -96,15 +97,20 @@ type htmlPage struct {
 	// Differentials are flame graphs of targets' stack samples against
 	// the first target's.
 	Differentials []htmlFlame
-	Overhead      string
+	// OverheadTitle heads what reqprof itself cost, Overhead's lines.
+	OverheadTitle string
+	Overhead      []string
 	Spread        *htmlTable
+	// Script lays flame graphs out and zooms them; empty on a page
+	// without any.
+	Script template.JS
 }
 
 type htmlTable struct {
 	Title  string
 	Header []string
 	Rows   [][]string
-	Note   string // said under the table
+	Notes  []string // said under the table, a paragraph each
 }
 
 type htmlLegend struct{ Name, Color string }
@@ -145,7 +151,8 @@ type htmlTarget struct {
 	Name, Process, About string
 	Sample               string // says the percentiles and histogram come from a sample, when they do
 	Tables               []htmlTable
-	CPUSeen              string
+	SelfCost             string
+	CPUSeen              []string
 	Setup                string
 	Sources              *htmlTable
 	Waits                string
@@ -199,14 +206,17 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 			Process: fmt.Sprintf("pid %d (%s)", t.PID, t.Comm),
 			About: fmt.Sprintf("%s %s, %s req/s", groupDigits(strconv.Itoa(t.Requests)),
 				plural(t.Requests, "finished request", "finished requests"), tenths(t.RequestsPerS)),
-			Sample:  sampleNote(t, "percentiles and the histogram"),
-			CPUSeen: cpuSeenLine(t),
-			Setup:   setupLine(t),
-			Waits:   waitsLine(t),
+			Sample:   sampleNote(t, "percentiles and the histogram"),
+			SelfCost: selfCostLine(t, s.Overhead, s.DurationS),
+			CPUSeen:  cpuSeenLines(t),
+			Waits:    waitsLine(t),
+		}
+		if t.TimeSplitUs == nil {
+			ht.Setup = setupLine(t)
 		}
 		if t.Requests > 0 {
 			header, rows := distCells(t)
-			ht.Tables = append(ht.Tables, htmlTable{Title: "µs per finished request", Header: header, Rows: rows, Note: timeSplit(t)})
+			ht.Tables = append(ht.Tables, htmlTable{Title: distTitle, Header: header, Rows: rows, Notes: trimmed(timeSplit(t))})
 		}
 		if header, rows := kernelCostCells(t, false); rows != nil {
 			ht.Tables = append(ht.Tables, htmlTable{Title: kernelCostTitle(s.SyscallEntryNs), Header: header, Rows: rows})
@@ -218,7 +228,7 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 			ht.Sources = &htmlTable{Title: sourcesTitle, Header: header, Rows: rows}
 		}
 		if t.Stacks != nil {
-			ht.StacksTitle = stacksTitle(t.Stacks)
+			ht.StacksTitle = stacksTitle(t.Stacks, ownTakenOut(t))
 			if t.Stacks.Samples == 0 {
 				ht.StacksTitle = noStackSamples
 			}
@@ -252,14 +262,33 @@ func newHTMLPage(s Summary) (htmlPage, error) {
 		page.Distributions = &figure
 	}
 	page.Differentials = differentialFlames(s.Targets, names)
+	if len(page.Differentials) > 0 || slices.ContainsFunc(page.Targets, func(t htmlTarget) bool { return len(t.Flames) > 0 }) {
+		page.Script = flameScript
+	}
 	if s.Overhead != nil {
-		page.Overhead = overheadText(s.Overhead)
+		lines := overheadLines(s.Overhead, s.DurationS)
+		page.OverheadTitle = strings.TrimSuffix(lines[0], ":")
+		for _, line := range lines[1:] {
+			page.Overhead = append(page.Overhead, strings.TrimSpace(line))
+		}
+		if w := otherReqprofsWarning(s.Overhead); w != "" {
+			page.Warnings = append(page.Warnings, w)
+		}
 	}
 	if len(s.Spread) > 0 {
 		header, rows := spreadCells(s.Spread)
 		page.Spread = &htmlTable{Title: spreadTitle, Header: header, Rows: rows}
 	}
 	return page, nil
+}
+
+// trimmed is lines without the spaces that indent them on a terminal.
+func trimmed(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.TrimSpace(l)
+	}
+	return out
 }
 
 // noHistogram says why t has no histogram to draw.
@@ -365,8 +394,14 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 svg text.tick { fill: #555; }
 svg line.axis, svg line.tick { stroke: #555; }
 svg line.grid { stroke: #e4e4e4; }
+svg.flame { display: block; }
 svg.flame text.frame { font-size: 11px; fill: #111; pointer-events: none; }
+svg.flame text.on-dark { fill: #fff; }
+svg.flame g.frame { cursor: pointer; }
 svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
+svg.flame g.caller rect { fill-opacity: 0.5; }
+.flame-bar { margin: 4px 0 12px; min-height: 1.5em; }
+.flame-details { font: 12px ui-monospace, monospace; color: #333; }
 .legend span { display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 12px; vertical-align: middle; }
 </style>
 </head>
@@ -392,9 +427,10 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{with .Sample}}<p class="about">{{.}}</p>
 {{end}}{{range .Tables}}<h4>{{.Title}}</h4>
 {{template "table" .}}
-{{with .Note}}<p>{{.}}</p>
-{{end}}{{end}}<p class="cpu-seen">{{.CPUSeen}}</p>
-{{with .Sources}}<h4>{{.Title}}</h4>
+{{range .Notes}}<p class="time-split">{{.}}</p>
+{{end}}{{end}}{{with .SelfCost}}<p class="self-cost">{{.}}</p>
+{{end}}{{range .CPUSeen}}<p class="cpu-seen">{{.}}</p>
+{{end}}{{with .Sources}}<h4>{{.Title}}</h4>
 {{template "table" .}}
 {{end}}{{with .Setup}}<p class="setup">{{.}}</p>
 {{end}}{{with .Waits}}<p class="waits">{{.}}</p>
@@ -404,7 +440,7 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{end}}{{end}}{{with .StacksTitle}}<h4 class="stacks-title">{{.}}</h4>
 {{end}}{{range .Flames}}<section class="flame">
 <h4 class="chart-title">{{.Title}}</h4>
-{{template "chart" .Chart}}
+{{template "flame" .Chart}}
 {{with .Note}}<p class="note">{{.}}</p>
 {{end}}{{with .Table}}{{template "table" .}}
 {{end}}</section>
@@ -414,15 +450,16 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{range .Differentials}}<section class="differential">
 <h2 class="chart-title">Differential flame graph</h2>
 <p>{{.Title}}</p>
-{{template "chart" .Chart}}
+{{template "flame" .Chart}}
 </section>
 {{end}}
-{{with .Overhead}}<h2>reqprof's own cost</h2>
-<p class="overhead">{{.}}</p>
+{{with .OverheadTitle}}<h2>{{.}}</h2>
+{{end}}{{range .Overhead}}<p class="overhead">{{.}}</p>
 {{end}}
 {{with .Spread}}<h2>{{.Title}}</h2>
 {{template "table" .}}{{end}}
-</body>
+{{with .Script}}<script>{{.}}</script>
+{{end}}</body>
 </html>
 {{define "table"}}<table>
 <tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
@@ -432,6 +469,9 @@ svg.flame rect.frame:hover { stroke: #000; stroke-width: 1; }
 {{end}}{{if .Chart.Width}}{{template "chart" .Chart}}
 {{end}}{{range .Notes}}<p class="note">{{.}}</p>
 {{end}}{{end}}
+{{define "flame"}}<svg xmlns="http://www.w3.org/2000/svg" class="flame" width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" data-samples="{{.Samples}}">
+{{range .Frames}}<g class="frame" data-from="{{.From}}" data-samples="{{.Samples}}" data-depth="{{.Depth}}"><rect class="frame" x="{{.X}}" y="{{.Y}}" width="{{.BoxW}}" height="{{.H}}" fill="{{.Color}}"><title>{{.Title}}</title></rect><text class="frame{{if .Dark}} on-dark{{end}}" x="{{.TX}}" y="{{.TY}}" data-label="{{.Label}}">{{.Fit}}</text></g>
+{{end}}</svg>{{end}}
 {{define "chart"}}<svg xmlns="http://www.w3.org/2000/svg"{{with .Class}} class="{{.}}"{{end}} width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}">
 {{range .Lines}}<line class="{{.Class}}" x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}"/>
 {{end}}{{range .Bars}}<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Color}}"{{with .Opacity}} fill-opacity="{{.}}"{{end}}{{if eq .Class "bin"}} data-count="{{.Count}}"{{end}}{{if eq .Class "share"}} data-series="{{.Series}}" data-share="{{.Share}}"{{end}}><title>{{.Title}}</title></rect>

@@ -3,12 +3,17 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"html"
 	"image"
 	"image/color"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,7 +149,7 @@ func TestHTMLInChromium(t *testing.T) {
 			">CPU per request (µs), log scale</text>", ">requests</text>",
 			`<h4 class="chart-title">CPU per request: histogram</h4>`,
 			"<td>worker</td><td>8</td>", "<h4>unattributed CPU by thread name, largest first</h4>",
-			">reqprof's own cost</h2>",
+			">reqprof's own cost on the whole machine over the 10.0 s window</h2>",
 		} {
 			if !strings.Contains(dom, label) {
 				t.Errorf("browser built no %q", label)
@@ -218,8 +223,9 @@ func parseHex(t *testing.T, hex string) color.RGBA {
 
 // TestFlameGraphsInChromium has a real browser lay out and paint the page
 // of two targets with stack samples: every flame graph box built must be
-// in its DOM, the route at each graph's root painted, and the
-// differential graph painted in the colours of shares that grew and fell.
+// in its DOM, the route at each graph's root painted across the page's
+// width, and the differential graph painted in the colours of shares that
+// grew and fell.
 func TestFlameGraphsInChromium(t *testing.T) {
 	chromium := chromiumPath(t)
 	s := stacksComparison()
@@ -231,11 +237,11 @@ func TestFlameGraphsInChromium(t *testing.T) {
 	var boxes int
 	for _, target := range page.Targets {
 		for _, f := range target.Flames {
-			boxes += len(f.Chart.Bars)
+			boxes += len(f.Chart.Frames)
 		}
 	}
 	for _, f := range page.Differentials {
-		boxes += len(f.Chart.Bars)
+		boxes += len(f.Chart.Frames)
 	}
 
 	dom := string(runChromium(t, chromium, "--dump-dom", url))
@@ -245,23 +251,32 @@ func TestFlameGraphsInChromium(t *testing.T) {
 	for _, label := range []string{
 		`<h2 class="chart-title">Differential flame graph</h2>`,
 		`<svg xmlns="http://www.w3.org/2000/svg" class="flame"`,
-		">json.Marshal</text>", // a label inside its box
+		">json.Marshal</text>",    // a label inside its box
+		">GET /users/{id}</text>", // a route, at the root, whole
+		`<span class="flame-details">Point at a box`,
 	} {
 		if !strings.Contains(dom, label) {
 			t.Errorf("browser built no %q", label)
 		}
 	}
 
+	const window = 1000
 	shot := filepath.Join(t.TempDir(), "page.png")
-	runChromium(t, chromium, "--screenshot="+shot, "--window-size=1000,6000", "--hide-scrollbars",
+	// REQPROF_KEEP_SHOTS=DIR keeps the picture, to look at.
+	if dir := os.Getenv("REQPROF_KEEP_SHOTS"); dir != "" {
+		shot = filepath.Join(dir, "flames.png")
+	}
+	runChromium(t, chromium, "--screenshot="+shot, fmt.Sprintf("--window-size=%d,8000", window), "--hide-scrollbars",
 		"--force-device-scale-factor=1", url)
-	counts := countColors(decodePNG(t, shot))
-	// A root is 760 px wide and 15 high: 8 graphs' roots, less labels.
+	img := decodePNG(t, shot)
+	counts := countColors(img)
+	// A root is 15 px high and as wide as the page: 8 graphs' roots,
+	// less labels.
 	for name, want := range map[string]struct {
 		hex string
 		min int
 	}{
-		"route at the root": {flameRootColor, 8 * 9_000},
+		"route at the root": {flameRootColor, 8 * 11_000},
 		"grew most":         {flameGrew[len(flameGrew)-1], 5_000},
 		"fell":              {"#9ecae1", 1_000},
 	} {
@@ -269,4 +284,143 @@ func TestFlameGraphsInChromium(t *testing.T) {
 			t.Errorf("%d pixels of the %s colour %s, want at least %d", n, name, want.hex, want.min)
 		}
 	}
+	// The page's body is the window less its 24 px margins: a root spans it.
+	if run, want := longestRun(img, parseHex(t, flameRootColor)), window-2*24-2; run < want {
+		t.Errorf("the widest root is %d px wide, want the page's width, %d px at least", run, want)
+	}
 }
+
+// longestRun is the most pixels of colour c side by side in a row of img.
+func longestRun(img image.Image, c color.RGBA) int {
+	b := img.Bounds()
+	longest := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		run := 0
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if color.RGBAModel.Convert(img.At(x, y)).(color.RGBA) == c {
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 0
+			}
+		}
+	}
+	return longest
+}
+
+// flameProbe is run by the page after its own script: it points at
+// json.Marshal's box in the last flame graph (the differential one, whose
+// routes are side by side), clicks it, then clicks the graph's root, and
+// writes what the page showed at each step as JSON into
+// <pre id="flame-probe">, for the test to read from the browser's DOM.
+const flameProbe = `<script>
+(function () {
+  var out = {window: window.innerWidth};
+  var graphs = document.querySelectorAll("svg.flame");
+  var svg = graphs[graphs.length - 1];
+  var frames = Array.prototype.slice.call(svg.querySelectorAll("g.frame"));
+  var shown = function () { return frames.filter(function (g) { return g.style.display !== "none"; }).length; };
+  var width = function (g) { return +g.querySelector("rect").getAttribute("width"); };
+  var root = frames.filter(function (g) { return g.getAttribute("data-depth") === "0"; })[0];
+  var marshal = frames.filter(function (g) { return g.querySelector("text").getAttribute("data-label") === "json.Marshal"; })[0];
+  var details = svg.nextElementSibling.querySelector(".flame-details");
+  var reset = svg.nextElementSibling.querySelector(".flame-reset");
+  out.svg = +svg.getAttribute("width");
+  out.root = width(root);
+  out.marshal = width(marshal);
+  out.boxes = frames.length;
+  out.shown = shown();
+  out.before = details.textContent;
+  marshal.querySelector("rect").dispatchEvent(new MouseEvent("mouseover", {bubbles: true}));
+  out.hover = details.textContent;
+  marshal.querySelector("rect").dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  out.zoomed = {marshal: width(marshal), root: width(root), label: marshal.querySelector("text").textContent,
+    shown: shown(), reset: !reset.hidden, rootFaded: root.classList.contains("caller")};
+  root.querySelector("rect").dispatchEvent(new MouseEvent("click", {bubbles: true}));
+  out.back = {marshal: width(marshal), shown: shown(), reset: !reset.hidden};
+  var pre = document.createElement("pre");
+  pre.id = "flame-probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>`
+
+// TestFlameGraphZoomInChromium: in a real browser the page's script lays
+// a flame graph out at the page's width, says a box's name and share when
+// the pointer is on it, zooms into it on a click (the box across the
+// graph, boxes outside it hidden) and back out on a click on the root.
+func TestFlameGraphZoomInChromium(t *testing.T) {
+	chromium := chromiumPath(t)
+	var b bytes.Buffer
+	if err := WriteHTML(&b, stacksComparison()); err != nil {
+		t.Fatal(err)
+	}
+	page := strings.Replace(b.String(), "</body>", flameProbe+"</body>", 1)
+	path := filepath.Join(t.TempDir(), "page.html")
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const window = 1400
+	dom := string(runChromium(t, chromium, "--dump-dom", fmt.Sprintf("--window-size=%d,2000", window), "file://"+path))
+	m := probePattern.FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("the probe wrote nothing: the page's script failed?\n%s", dom[max(0, len(dom)-2000):])
+	}
+	var got struct {
+		Window, SVG, Root, Marshal float64
+		Boxes, Shown               int
+		Before, Hover              string
+		Zoomed                     struct {
+			Marshal, Root float64
+			Label         string
+			Shown         int
+			Reset         bool
+			RootFaded     bool
+		}
+		Back struct {
+			Marshal float64
+			Shown   int
+			Reset   bool
+		}
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &got); err != nil {
+		t.Fatalf("probe %q: %v", m[1], err)
+	}
+	t.Logf("probe: %+v", got)
+	// The body is the window less its margins (24 px each side) and the
+	// scroll bar (15 px at most).
+	if got.SVG < window-48-15 || got.SVG > window-48 {
+		t.Errorf("graph %.0f px wide in a %.0f px window, want the page's width", got.SVG, got.Window)
+	}
+	if got.Root != got.SVG-0.5 {
+		t.Errorf("root %.1f px wide, want the graph's %.0f less its 0.5 px gap", got.Root, got.SVG)
+	}
+	// json.Marshal has 190 of canary's 243 samples of finished requests.
+	if want := 190.0/243*got.SVG - 0.5; math.Abs(got.Marshal-want) > 0.1 {
+		t.Errorf("json.Marshal %.1f px wide, want 190/243 of the graph, %.1f", got.Marshal, want)
+	}
+	if got.Shown != got.Boxes {
+		t.Errorf("%d of %d boxes shown before zooming", got.Shown, got.Boxes)
+	}
+	if !strings.HasPrefix(got.Before, "Point at a box") {
+		t.Errorf("before pointing, the graph says %q", got.Before)
+	}
+	if want := "encoding/json.Marshal: 78.2% of canary's samples (190), 49.0% of stable's"; got.Hover != want {
+		t.Errorf("pointing at json.Marshal, the graph says %q, want %q", got.Hover, want)
+	}
+	z := got.Zoomed
+	if z.Marshal != got.SVG-0.5 || z.Root != got.SVG-0.5 || !z.RootFaded {
+		t.Errorf("zoomed into json.Marshal: it is %.1f px wide, the root %.1f (faded %v); want both across the graph, the root faded",
+			z.Marshal, z.Root, z.RootFaded)
+	}
+	if z.Label != "json.Marshal" || !z.Reset || z.Shown >= got.Boxes || z.Shown < 2 {
+		t.Errorf("zoomed: label %q, zoom-out button shown %v, %d of %d boxes shown; want the label whole, the button, its callers and callees only",
+			z.Label, z.Reset, z.Shown, got.Boxes)
+	}
+	if got.Back.Marshal != got.Marshal || got.Back.Shown != got.Boxes || got.Back.Reset {
+		t.Errorf("zoomed back out: json.Marshal %.1f px (was %.1f), %d of %d boxes shown, button shown %v",
+			got.Back.Marshal, got.Marshal, got.Back.Shown, got.Boxes, got.Back.Reset)
+	}
+}
+
+var probePattern = regexp.MustCompile(`<pre id="flame-probe">([^<]*)</pre>`)

@@ -201,13 +201,16 @@ func TestHTMLTargetLines(t *testing.T) {
 	// As a browser reads it: the template escapes more than it must.
 	page := html.UnescapeString(writeHTMLString(t, Summarize(oneTargetRun())))
 	for _, want := range []string{
-		`<p class="cpu-seen">CPU seen: 24.8 ms = attributed 23.6 ms (95.0%) (of which 0.2 ms in the server's loop after responses) + unattributed 1.2 ms (5.0%); kernel accounting 24.9 ms (reqprof saw 99.74%); all-in 124.2 µs per request</p>`,
+		`<p class="cpu-seen">CPU of the process over the window: 24.8 ms = attributed to requests 23.6 ms (95.0%) + unattributed 1.2 ms (5.0%); all-in 124.2 µs per request finished</p>`,
+		`<p class="cpu-seen">against the kernel's accounting of the process (its CPU clock), 24.9 ms: reqprof saw 24.8 ms, 99.7%</p>`,
+		`<p class="time-split">where the time went, µs per request (means):</p>`,
+		`<p class="time-split">cpu 100.5 = 82.4 from its first read to its last write + 8.0 after it (its thread's loop until it turned to other work) + 10.1 connection setup (accept, the thread or process made for the connection, close)</p>`,
 		"<h4>unattributed CPU by thread name, largest first</h4>",
 		"<tr><td>worker</td><td>8</td><td>0.83</td><td>67.1%</td></tr>",
 		"<tr><td>other (2 names)</td><td>2</td><td>0.03</td><td>2.2%</td></tr>",
-		`<p class="waits">threads waited, in requests or not: 12.3 ms on a run queue, 38,765.4 ms blocked</p>`,
-		"<h2>reqprof's own cost</h2>",
-		`<p class="overhead">BPF 0.3 ms over the window`,
+		`<p class="waits">the process's threads waited over the window, in requests or not: 12.3 ms on a run queue, 38,765.4 ms blocked</p>`,
+		"<h2>reqprof's own cost on the whole machine over the 10.0 s window</h2>",
+		`<p class="overhead">its BPF programs, for every process's events on every CPU (not only the targets'), timed over 0.2 s of the window:`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)

@@ -45,7 +45,7 @@ type RouteSummary struct {
 	Role string `json:"role,omitempty"`
 	Peer string `json:"peer,omitempty"`
 	// Protocol is how its requests came: "http1", "h2", "grpc", "resp",
-	// "jsonrpc", "mixed" for several; absent when unknown.
+	// "jsonrpc", "fastcgi", "mixed" for several; absent when unknown.
 	Protocol        string `json:"protocol,omitempty"`
 	Requests        int    `json:"requests"`
 	SampledRequests *int   `json:"sampled_requests,omitempty"`

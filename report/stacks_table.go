@@ -20,12 +20,18 @@ const (
 	maxFunctionNameRunes   = 60
 )
 
-// stacksTitle says what hot-path tables hold.
-func stacksTitle(s *StacksSummary) string {
-	return fmt.Sprintf("where the CPU goes, from %s stack samples at %d Hz a CPU: "+
+// stacksTitle says what hot-path tables hold. ownTakenOut: the mean cpu
+// the shares are valued at is net of reqprof's own cost, which the
+// samples catch all the same.
+func stacksTitle(s *StacksSummary, ownTakenOut bool) string {
+	title := fmt.Sprintf("where the CPU goes, from %s stack samples at %d Hz a CPU: "+
 		"µs per request, a function's share of its route's samples times the route's mean cpu; "+
 		"self: sampled in it, total: with it on the stack",
 		groupDigits(strconv.FormatUint(s.Samples, 10)), s.Hz)
+	if ownTakenOut {
+		title += "; the samples catch reqprof's own programs too (bpf_ frames), which the mean cpu leaves out"
+	}
+	return title
 }
 
 // noStackSamples says a target sampled for its stacks had none: its
@@ -33,7 +39,7 @@ func stacksTitle(s *StacksSummary) string {
 const noStackSamples = "stacks: no samples of this target's threads"
 
 // writeStacks writes a target's hot paths, one table per route.
-func writeStacks(b *bytes.Buffer, s *StacksSummary) error {
+func writeStacks(b *bytes.Buffer, s *StacksSummary, ownTakenOut bool) error {
 	if s == nil {
 		return nil
 	}
@@ -42,7 +48,7 @@ func writeStacks(b *bytes.Buffer, s *StacksSummary) error {
 		writeStackNotes(b, s)
 		return nil
 	}
-	b.WriteString(stacksTitle(s) + "\n")
+	b.WriteString(stacksTitle(s, ownTakenOut) + "\n")
 	shown := 0
 	for _, r := range s.Routes {
 		pseudo := r.CPUUsPerRequest == nil
@@ -82,7 +88,7 @@ func routeStacksLine(r RouteStacks) string {
 	if r.CPUUsPerRequest == nil {
 		what := "threads serving no request"
 		if r.Route == profile.UnfinishedRequest {
-			what = "requests that did not finish in the window"
+			what = "requests not among the finished (begun before the window, or not finished in it)"
 		}
 		return fmt.Sprintf("%s, %s: %s, %s ms of CPU, %s; figures in ms", printable(r.Route), what, samples, tenths(*r.CPUMs), kernel)
 	}

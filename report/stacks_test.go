@@ -217,16 +217,17 @@ func TestHTMLFlameGraphs(t *testing.T) {
 		colours[box[3]] = box[2]
 	}
 	// GET /users/{id} has 100 samples of the first target: the route's
-	// box is the chart's whole width, json.Marshal's 70% of it.
+	// box is the chart's whole width (flameWidth, less a 0.5 px gap),
+	// json.Marshal's 70% of it.
 	for title, want := range map[string]string{
-		"GET /users/{id}: 99.2 µs per request, 100.0% of the route&#39;s samples (100)":     "759.5",
-		"encoding/json.Marshal: 69.4 µs per request, 70.0% of the route&#39;s samples (70)": "531.5",
-		"tcp_sendmsg (kernel): 51.0 µs per request, 50.0% of the route&#39;s samples (20)":  "379.5",
-		"(between requests): 8.0 ms of CPU, 100.0% of these samples (8)":                    "759.5",
+		"GET /users/{id}: 99.2 µs per request, 100.0% of the route&#39;s samples (100)":     "1199.5",
+		"encoding/json.Marshal: 69.4 µs per request, 70.0% of the route&#39;s samples (70)": "839.5",
+		"tcp_sendmsg (kernel): 51.0 µs per request, 50.0% of the route&#39;s samples (20)":  "599.5",
+		"(between requests): 8.0 ms of CPU, 100.0% of these samples (8)":                    "1199.5",
 		// canary: 243 samples of finished requests, 190 in json.Marshal;
 		// stable: 143, 70.
-		"encoding/json.Marshal: 78.2% of canary&#39;s samples (190), 49.0% of stable&#39;s": "593.7",
-		"POST /users: 16.5% of canary&#39;s samples (40), 28.0% of stable&#39;s":            "124.6",
+		"encoding/json.Marshal: 78.2% of canary&#39;s samples (190), 49.0% of stable&#39;s": "937.8",
+		"POST /users: 16.5% of canary&#39;s samples (40), 28.0% of stable&#39;s":            "197.0",
 	} {
 		got, ok := widths[title]
 		if !ok {
@@ -312,7 +313,7 @@ func TestInterpretedFrames(t *testing.T) {
 		t.Errorf("GET /heavy's hottest functions %+v, want heavy_work (routes.py:32) in [python], 60%% of its samples", heavy.Functions)
 	}
 	var table bytes.Buffer
-	if err := writeStacks(&table, s.Targets[0].Stacks); err != nil {
+	if err := writeStacks(&table, s.Targets[0].Stacks, false); err != nil {
 		t.Fatal(err)
 	}
 	if !regexp.MustCompile(`│ heavy_work \(routes\.py:32\) +│ +\[python\] │`).MatchString(table.String()) {
@@ -368,5 +369,36 @@ func TestInterpretedFrames(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no box titled %q in the differential flame graph", title)
+	}
+}
+
+// Labels are drawn light on the differential graph's two darkest fills
+// only: every other fill is light enough for dark text.
+func TestDarkFlameColours(t *testing.T) {
+	dark := map[string]bool{flameGrew[len(flameGrew)-1]: true, flameFell[len(flameFell)-1]: true}
+	var all []string
+	all = append(all, flameRootColor, flameEqual)
+	all = append(all, flameUserColors...)
+	all = append(all, flameKernelColors...)
+	all = append(all, flameGrew...)
+	all = append(all, flameFell...)
+	for _, c := range all {
+		if darkColor(c) != dark[c] {
+			t.Errorf("%s: dark %v, want %v", c, darkColor(c), dark[c])
+		}
+	}
+}
+
+// Figures net of reqprof's own cost value the samples at a mean cpu that
+// leaves its programs out, while the samples catch them: the title says
+// so, and only then.
+func TestStacksTitleSaysOwnProgramsAreSampled(t *testing.T) {
+	st := &StacksSummary{Samples: 10, Hz: 999}
+	const note = "the samples catch reqprof's own programs too (bpf_ frames), which the mean cpu leaves out"
+	if title := stacksTitle(st, true); !strings.HasSuffix(title, "; "+note) {
+		t.Errorf("net figures: title %q lacks %q", title, note)
+	}
+	if title := stacksTitle(st, false); strings.Contains(title, "bpf_") {
+		t.Errorf("gross figures: title %q speaks of the own programs", title)
 	}
 }

@@ -88,6 +88,11 @@ type TargetSummary struct {
 	// Its counts add up to SampledRequests when set, else to Requests.
 	CPUHistogram *Histogram `json:"cpu_histogram,omitempty"`
 
+	// TimeSplitUs says where a mean finished request's time and CPU went;
+	// absent when no request finished, and in summaries of a reqprof that
+	// did not tell apart the CPU after a request's last byte.
+	TimeSplitUs *TimeSplitSummary `json:"time_split_us,omitempty"`
+
 	// Waiting and wall time per finished request. Each of these, down to
 	// Routes, is absent when no request finished, and in summaries of a
 	// reqprof that did not measure it, so that absent never reads as 0.
@@ -402,11 +407,13 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		ts.ExecdAfterS = roundTenth(t.ExecdAfter.Seconds())
 	}
 	if t.SelfCost.Measured {
-		ts.SelfCostUs = &SelfCostSummary{Total: roundHundredth(usFromNs(t.SelfCost.TotalNs)), TakenOut: !t.SelfCost.Kept}
+		ts.SelfCostUs = &SelfCostSummary{Total: roundHundredth(usFromNs(t.SelfCost.TotalNs)), TakenOut: !t.SelfCost.Kept,
+			PerRequestSpread: roundHundredth(float64(t.SelfCost.PerRequestSpreadNs) / 1e3)}
 		if n > 0 {
 			ts.SelfCostUs.PerRequest = roundHundredth(float64(totals.SelfNs) / 1e3 / float64(n))
 		}
 	}
+	ts.TimeSplitUs = timeSplitOf(totals, n, t.SelfCost.Measured && !t.SelfCost.Kept)
 	if len(sample) < n {
 		ts.SampledRequests = new(len(sample))
 	}
@@ -637,11 +644,68 @@ func liteSummary(lite bool) *LiteSummary {
 // SelfCostSummary is reqprof's own cost in a target's context: per
 // finished request (its mean), and over all the target's threads in the
 // window. TakenOut says whether the request figures are net of it (the
-// default) or keep it (--gross).
+// default) or keep it (--gross). PerRequestSpread is how far PerRequest
+// may be from the true cost, when the collector stated it; absent when it
+// did not.
 type SelfCostSummary struct {
-	PerRequest float64 `json:"per_request"`
-	Total      float64 `json:"total"`
-	TakenOut   bool    `json:"taken_out"`
+	PerRequest       float64 `json:"per_request"`
+	PerRequestSpread float64 `json:"per_request_spread,omitempty"`
+	Total            float64 `json:"total"`
+	TakenOut         bool    `json:"taken_out"`
+}
+
+// TimeSplitSummary is where a mean finished request's CPU and time went,
+// in µs, each figure a mean over the finished requests, rounded to 0.1 µs
+// so that each sum holds exactly as shown.
+//
+// Its CPU is ReadToWrite + AfterResponse + Setup: ReadToWrite runs from
+// the read that brought its first bytes to the write of its last,
+// AfterResponse after that write, its thread's loop until it turned to
+// other work, and Setup is its connection's setup and teardown.
+//
+// Its latency, from its first byte read to its last written, is
+// ReadToWrite + OwnCostReadToWrite + Runqueue + Blocked + Unaccounted.
+// OwnCostReadToWrite is what reqprof's programs cost in that span, taken
+// out of the CPU figures (absent when they keep it, with --gross: then it
+// is in ReadToWrite). Unaccounted is the wall time left (its thread at
+// other work, or the CPU kept by the hypervisor), or, negative, how much
+// of the parts lies outside the latency: the read that brings the first
+// byte runs before it, the write of the last returns after it.
+type TimeSplitSummary struct {
+	CPUUs              float64 `json:"cpu"`
+	ReadToWriteUs      float64 `json:"cpu_read_to_write"`
+	AfterResponseUs    float64 `json:"cpu_after_response"`
+	SetupUs            float64 `json:"setup"`
+	LatencyUs          float64 `json:"latency"`
+	OwnCostReadToWrite float64 `json:"own_cost_read_to_write,omitempty"`
+	RunqueueUs         float64 `json:"runqueue"`
+	BlockedUs          float64 `json:"blocked"`
+	UnaccountedUs      float64 `json:"unaccounted"`
+}
+
+// timeSplitOf is where the mean of a target's n finished requests went,
+// from their totals; ownTakenOut says the CPU figures are net of
+// reqprof's own cost. Each figure is rounded to 0.1 µs first, and the
+// parts left to balance the sums (ReadToWrite, Unaccounted) are worked
+// out in tenths from the rounded ones.
+func timeSplitOf(totals profile.Totals, n int, ownTakenOut bool) *TimeSplitSummary {
+	if n <= 0 {
+		return nil
+	}
+	tenthsOf := func(ns uint64) int64 { return int64(math.Round(float64(ns) / float64(n) / 100)) }
+	cpu, after, setup := tenthsOf(totals.CPUNs), tenthsOf(totals.TailNs), tenthsOf(totals.SetupNs)
+	latency, runqueue, blocked := tenthsOf(totals.LatencyNs), tenthsOf(totals.RunqueueNs), tenthsOf(totals.OffCPUNs)
+	readToWrite := max(0, cpu-after-setup)
+	var own int64
+	if ownTakenOut && totals.SelfNs > totals.TailSelfNs {
+		own = tenthsOf(totals.SelfNs - totals.TailSelfNs)
+	}
+	us := func(tenths int64) float64 { return float64(tenths) / 10 }
+	return &TimeSplitSummary{
+		CPUUs: us(cpu), ReadToWriteUs: us(readToWrite), AfterResponseUs: us(after), SetupUs: us(setup),
+		LatencyUs: us(latency), OwnCostReadToWrite: us(own), RunqueueUs: us(runqueue), BlockedUs: us(blocked),
+		UnaccountedUs: us(latency - readToWrite - own - runqueue - blocked),
+	}
 }
 
 // PoolSummary says how the jobs a runtime ran on its own pool threads

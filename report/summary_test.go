@@ -36,6 +36,12 @@ func TestSummarizeByHand(t *testing.T) {
 		KernelUs: Dist{Mean: 35.2, P50: 35, P90: 63, P99: 69.3, Max: 70},
 		// Bucketing has tests of its own: here it need only be of the CPU.
 		CPUHistogram: newHistogram(cpuNs),
+		// Means of 1,000·i ns of CPU, 80·i of it after the last byte and
+		// 100·i setup; 2 ms of latency, 20,000 + 200·i ns on a run queue
+		// and 1,500,000 + 1,000·i blocked: 82.4 µs from the first read to
+		// the last write, 277.0 µs of the latency unaccounted.
+		TimeSplitUs: &TimeSplitSummary{CPUUs: 100.5, ReadToWriteUs: 82.4, AfterResponseUs: 8, SetupUs: 10.1,
+			LatencyUs: 2000, RunqueueUs: 40.1, BlockedUs: 1600.5, UnaccountedUs: 277},
 		// 20,000 + 200·i ns and 1,500,000 + 1,000·i ns.
 		RunqueueUs:  &Dist{Mean: 40.1, P50: 40, P90: 56, P99: 59.6, Max: 60},
 		OffCPUUs:    &Dist{Mean: 1600.5, P50: 1600, P90: 1680, P99: 1698, Max: 1700},
@@ -314,7 +320,7 @@ func TestOtherReqprofsWarned(t *testing.T) {
 		if err := WriteTable(&b, s); err != nil {
 			t.Fatal(err)
 		}
-		_, after, _ := strings.Cut(b.String(), "reqprof's own cost:")
+		_, after, _ := strings.Cut(b.String(), "its collector (user space)")
 		_, warning, _ := strings.Cut(after, "\n")
 		if warning != want || s.Overhead.OtherReqprofs != n {
 			t.Errorf("%d others: other_reqprofs %d, table ends %q; want %q", n, s.Overhead.OtherReqprofs, warning, want)
@@ -471,7 +477,7 @@ func TestOverheadUnknownSaysWhy(t *testing.T) {
 	if err := WriteTable(&table, s); err != nil {
 		t.Fatal(err)
 	}
-	if want := "BPF run time unknown (window too short)"; !strings.Contains(table.String(), want) {
+	if want := "its BPF programs, for every process's events on every CPU (not only the targets'): run time unknown (window too short)"; !strings.Contains(table.String(), want) {
 		t.Errorf("footer lacks %q:\n%s", want, table.String())
 	}
 }
@@ -503,7 +509,7 @@ func TestOverheadFromSampledStatistics(t *testing.T) {
 	if err := WriteTable(&table, s); err != nil {
 		t.Fatal(err)
 	}
-	if want := "(no request finished meanwhile; 50.0 ns per program run)"; !strings.Contains(table.String(), want) {
+	if want := "timed over 1.0 s of the window: no request finished meanwhile; 50.0 ns a program run; 20.0 ms of CPU over the whole window, scaled by time"; !strings.Contains(table.String(), want) {
 		t.Errorf("footer lacks %q:\n%s", want, table.String())
 	}
 }

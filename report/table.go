@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,7 @@ func WriteTableWith(w io.Writer, s Summary, opts TableOptions) error {
 			return err
 		}
 	}
-	writeOverhead(&b, s.Overhead)
+	writeOverhead(&b, s.Overhead, s.DurationS)
 	if _, err := w.Write(b.Bytes()); err != nil {
 		return fmt.Errorf("report: writing table: %w", err)
 	}
@@ -80,16 +81,18 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 	} else if err := writeRequestFigures(b, t, s.SyscallEntryNs, opts); err != nil {
 		return err
 	}
-	if line := selfCostLine(t); line != "" {
+	if line := selfCostLine(t, s.Overhead, s.DurationS); line != "" {
 		b.WriteString(line + "\n")
 	}
 	writeClients(b, t)
 	writeBackends(b, t)
-	if err := writeStacks(b, t.Stacks); err != nil {
+	if err := writeStacks(b, t.Stacks, ownTakenOut(t)); err != nil {
 		return err
 	}
 
-	b.WriteString(cpuSeenLine(t) + "\n")
+	for _, line := range cpuSeenLines(t) {
+		b.WriteString(line + "\n")
+	}
 	if header, rows := sourceCells(t); rows != nil {
 		b.WriteString(sourcesTitle + "\n")
 		if err := writeTextTable(b, header, rows, numbersAlign(len(header))); err != nil {
@@ -130,17 +133,20 @@ func writeTarget(b *bytes.Buffer, t TargetSummary, s Summary, opts TableOptions)
 // where the summary has them.
 func writeRequestFigures(b *bytes.Buffer, t TargetSummary, syscallEntryNs uint64, opts TableOptions) error {
 	header, rows := distCells(t)
+	b.WriteString(distTitle + "\n")
 	if err := writeTextTable(b, header, rows, numbersAlign(len(header))); err != nil {
 		return err
 	}
 	if line := sampleNote(t, "percentiles"); line != "" {
 		b.WriteString(line + "\n")
 	}
-	if line := timeSplit(t); line != "" {
+	for _, line := range timeSplit(t) {
 		b.WriteString(line + "\n")
 	}
-	if line := setupLine(t); line != "" {
-		b.WriteString(line + "\n")
+	if t.TimeSplitUs == nil {
+		if line := setupLine(t); line != "" {
+			b.WriteString(line + "\n")
+		}
 	}
 	if t.PageFaultsPerRequest != nil && t.CtxSwitchesPerRequest != nil {
 		fmt.Fprintf(b, "per request: %s page faults; %s voluntary and %s involuntary context switches\n",
@@ -173,34 +179,41 @@ func setupLine(t TargetSummary) string {
 		tenths(t.SetupUs), tenths(t.CPUUs.Mean))
 }
 
-// cpuSeenLine sets all the CPU reqprof saw t's threads use, attributed to
-// requests or not, against the kernel's own accounting.
-func cpuSeenLine(t TargetSummary) string {
+// cpuSeenLines say how all the CPU reqprof saw t's threads use went,
+// attributed to requests or not, and set it against the kernel's own
+// accounting of the process.
+func cpuSeenLines(t TargetSummary) []string {
+	seen, own := t.ProcessCPUUs, 0.0
+	if t.SeenCPUUs > t.ProcessCPUUs {
+		seen, own = t.SeenCPUUs, t.SeenCPUUs-t.ProcessCPUUs
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "CPU seen: %s ms = attributed %s ms%s",
-		ms(t.ProcessCPUUs), ms(t.AttributedCPUUs), share(t.AttributedCPUUs, t.ProcessCPUUs))
-	if t.BetweenRequestsCPUUs > 0 {
-		fmt.Fprintf(&b, " (of which %s ms in the server's loop after responses)", ms(t.BetweenRequestsCPUUs))
+	b.WriteString("CPU of the process over the window")
+	if own > 0 {
+		b.WriteString(", net of reqprof's own")
 	}
-	fmt.Fprintf(&b, " + unattributed %s ms%s", ms(t.UnattributedCPUUs), share(t.UnattributedCPUUs, t.ProcessCPUUs))
-	if t.SchedCPUUs > 0 {
-		seen, own := t.ProcessCPUUs, ""
-		if t.SeenCPUUs > 0 {
-			seen = t.SeenCPUUs
-		}
-		if seen > t.ProcessCPUUs {
-			own = fmt.Sprintf(", %s ms of it its own cost", ms(seen-t.ProcessCPUUs))
-		}
-		fmt.Fprintf(&b, "; kernel accounting %s ms (reqprof saw %.2f%%%s)",
-			ms(t.SchedCPUUs), 100*seen/t.SchedCPUUs, own)
-	}
+	fmt.Fprintf(&b, ": %s ms = attributed to requests %s ms%s + unattributed %s ms%s",
+		ms(t.ProcessCPUUs), ms(t.AttributedCPUUs), share(t.AttributedCPUUs, t.ProcessCPUUs),
+		ms(t.UnattributedCPUUs), share(t.UnattributedCPUUs, t.ProcessCPUUs))
 	if t.AllInPerRequestUs > 0 {
-		fmt.Fprintf(&b, "; all-in %s µs per request", tenths(t.AllInPerRequestUs))
+		fmt.Fprintf(&b, "; all-in %s µs per request finished", tenths(t.AllInPerRequestUs))
 	}
 	if t.StealUs > 0 {
 		fmt.Fprintf(&b, "; hypervisor steal left out %s ms", ms(t.StealUs))
 	}
-	return b.String()
+	lines := []string{b.String()}
+	if t.SchedCPUUs > 0 {
+		check := fmt.Sprintf("against the kernel's accounting of the process (its CPU clock), %s ms: ", ms(t.SchedCPUUs))
+		if own > 0 {
+			// Each to 0.1 ms first, so that the sum holds as shown.
+			net, own := math.Round(t.ProcessCPUUs/100)*100, math.Round(own/100)*100
+			check += fmt.Sprintf("%s ms + reqprof's own %s ms = %s ms, ", ms(net), ms(own), ms(net+own))
+		} else {
+			check += fmt.Sprintf("reqprof saw %s ms, ", ms(seen))
+		}
+		lines = append(lines, check+fmt.Sprintf("%.1f%%", 100*seen/t.SchedCPUUs))
+	}
+	return lines
 }
 
 // sourcesTitle says what a table of unattributed sources holds.
@@ -230,7 +243,7 @@ func waitsLine(t TargetSummary) string {
 	if t.RunqueueTotalUs == nil || t.OffCPUTotalUs == nil {
 		return ""
 	}
-	return fmt.Sprintf("threads waited, in requests or not: %s ms on a run queue, %s ms blocked",
+	return fmt.Sprintf("the process's threads waited over the window, in requests or not: %s ms on a run queue, %s ms blocked",
 		ms(*t.RunqueueTotalUs), ms(*t.OffCPUTotalUs))
 }
 
@@ -256,38 +269,46 @@ func distCells(t TargetSummary) (header []string, rows [][]string) {
 	return []string{"µs", "mean", "p50", "p90", "p99", "max"}, rows
 }
 
-// timePart is a part of a request's wall time.
-type timePart struct {
-	name string
-	us   float64
-}
+// distTitle says what the distributions hold.
+const distTitle = "µs per finished request"
 
-// timeSplit says where a mean request's wall time went, as shares of its
-// mean latency, or "" when the summary has no latency. Wall time its
-// thread spent neither on it, nor waiting for a CPU or blocked while
-// serving it, is unaccounted: such as serving other requests meanwhile.
-func timeSplit(t TargetSummary) string {
+// timeSplit says where a mean request's CPU and wall time went, as two
+// sums under a title, or nothing when the summary has no latency. A
+// summary that does not tell apart the CPU after a request's last byte
+// gets only its waits: its CPU is no part of its latency alone. self is
+// reqprof's own cost per request, when it was taken out.
+func timeSplit(t TargetSummary) []string {
 	if t.LatencyUs == nil || t.RunqueueUs == nil || t.OffCPUUs == nil || t.LatencyUs.Mean <= 0 {
-		return ""
+		return nil
 	}
-	latency := t.LatencyUs.Mean
-	parts := []timePart{
-		{"user", t.UserUs.Mean}, {"kernel", t.KernelUs.Mean},
-		{"run-queue", t.RunqueueUs.Mean}, {"blocked", t.OffCPUUs.Mean},
+	sp := t.TimeSplitUs
+	if sp == nil {
+		return []string{fmt.Sprintf("where the time went: of the %s µs mean latency, %s µs on a run queue and %s µs blocked "+
+			"(this run does not tell the CPU after a request's last byte apart from the CPU before it)",
+			tenths(t.LatencyUs.Mean), tenths(t.RunqueueUs.Mean), tenths(t.OffCPUUs.Mean))}
 	}
-	var accounted float64
-	for _, p := range parts {
-		accounted += p.us
+	cpu := fmt.Sprintf("  cpu %s = %s from its first read to its last write + %s after it (its thread's loop until it turned to other work)",
+		tenths(sp.CPUUs), tenths(sp.ReadToWriteUs), tenths(sp.AfterResponseUs))
+	if sp.SetupUs > 0 {
+		cpu += fmt.Sprintf(" + %s connection setup (accept, the thread or process made for the connection, close)", tenths(sp.SetupUs))
 	}
-	// Below 0.05 µs the remainder is the parts' rounding.
-	if rest := latency - accounted; rest >= 0.05 {
-		parts = append(parts, timePart{"unaccounted", rest})
+	latency := fmt.Sprintf("  latency %s = those %s on a CPU", tenths(sp.LatencyUs), tenths(sp.ReadToWriteUs))
+	if sp.OwnCostReadToWrite > 0 {
+		latency += fmt.Sprintf(" + reqprof's programs %s", tenths(sp.OwnCostReadToWrite))
+		if c := t.SelfCostUs; c != nil && c.TakenOut {
+			latency += fmt.Sprintf(" (of its %s taken out of cpu)", smallUs(c.PerRequest))
+		}
 	}
-	shares := make([]string, len(parts))
-	for i, p := range parts {
-		shares[i] = fmt.Sprintf("%s %.1f%%", p.name, 100*p.us/latency)
+	latency += fmt.Sprintf(" + run-queue %s + blocked %s", tenths(sp.RunqueueUs), tenths(sp.BlockedUs))
+	// The parts are rounded so that the rest is a whole number of tenths.
+	switch {
+	case sp.UnaccountedUs >= 0.05:
+		latency += fmt.Sprintf(" + %s unaccounted (its thread at other work, or the CPU held by the hypervisor)", tenths(sp.UnaccountedUs))
+	case sp.UnaccountedUs <= -0.05:
+		latency += fmt.Sprintf(" - %s outside the latency (the first read runs before its first byte, the last write returns after its last)",
+			tenths(-sp.UnaccountedUs))
 	}
-	return "where the time went: " + strings.Join(shares, " + ") + " of " + tenths(latency) + " µs mean latency"
+	return []string{"where the time went, µs per request (means):", cpu, latency}
 }
 
 func distRow(name string, d Dist, known bool) []string {
@@ -318,6 +339,15 @@ func share(part, whole float64) string {
 }
 
 func tenths(x float64) string { return groupDigits(strconv.FormatFloat(x, 'f', 1, 64)) }
+
+// smallUs formats a figure in µs to a tenth, or under 1 µs to a
+// hundredth, where a tenth would hide most of it.
+func smallUs(x float64) string {
+	if x < 1 {
+		return strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return tenths(x)
+}
 
 func plural(n int, one, many string) string {
 	if n == 1 {
@@ -359,11 +389,14 @@ func printable(s string) string {
 }
 
 // writeOverhead is the footer that says what reqprof itself cost.
-func writeOverhead(b *bytes.Buffer, o *OverheadSummary) {
+func writeOverhead(b *bytes.Buffer, o *OverheadSummary, windowS float64) {
 	if o == nil {
 		return
 	}
-	b.WriteString("\nreqprof's own cost: " + overheadText(o) + "\n")
+	b.WriteString("\n")
+	for _, line := range overheadLines(o, windowS) {
+		b.WriteString(line + "\n")
+	}
 	if w := otherReqprofsWarning(o); w != "" {
 		b.WriteString("WARNING: " + w + "\n")
 	}
@@ -381,47 +414,56 @@ func otherReqprofsWarning(o *OverheadSummary) string {
 	return ""
 }
 
-// overheadText says what reqprof itself cost, for the terminal and the
-// page alike.
-func overheadText(o *OverheadSummary) string {
-	var b bytes.Buffer
+// overheadLines say what reqprof itself cost the whole machine over a
+// window of windowS seconds (0: unknown), under a title line, for the
+// terminal and the page alike.
+func overheadLines(o *OverheadSummary, windowS float64) []string {
+	title := "reqprof's own cost on the whole machine"
+	if windowS > 0 {
+		title += " over the " + tenths(windowS) + " s window"
+	}
+	return []string{title + ":", "  " + bpfCostText(o),
+		fmt.Sprintf("  its collector (user space): %s ms of CPU, %s MB peak memory", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))}
+}
+
+// bpfCostText says what the programs cost, and from which statistics.
+func bpfCostText(o *OverheadSummary) string {
+	const what = "its BPF programs, for every process's events on every CPU (not only the targets')"
 	if o.BPFCPUUs == nil {
 		reason := o.BPFUnknown
 		if reason == "" {
 			reason = "no BPF statistics"
 		}
-		fmt.Fprintf(&b, "BPF run time unknown (%s)", reason)
-	} else {
-		writeBPFCost(&b, o)
+		return fmt.Sprintf("%s: run time unknown (%s)", what, reason)
 	}
-	fmt.Fprintf(&b, "; collector %s ms CPU, %s MB peak memory", ms(o.CollectorCPUUs), tenths(o.CollectorMaxRSSMB))
-	return b.String()
-}
-
-// writeBPFCost says what the programs cost, and from which statistics.
-func writeBPFCost(b *bytes.Buffer, o *OverheadSummary) {
-	fmt.Fprintf(b, "BPF %s ms", ms(*o.BPFCPUUs))
+	var b strings.Builder
+	b.WriteString(what)
 	sampled := o.BPFStatsSampledS != nil && o.BPFStatsSampledRequests != nil
 	if sampled {
-		fmt.Fprintf(b, " over the window, scaled from BPF statistics kept %s s of it", tenths(*o.BPFStatsSampledS))
+		fmt.Fprintf(&b, ", timed over %s s of the window", tenths(*o.BPFStatsSampledS))
 	}
-	var notes []string
+	b.WriteString(": ")
+	var parts []string
 	switch {
 	case o.BPFNsPerRequest != nil && sampled:
 		n := *o.BPFStatsSampledRequests
-		fmt.Fprintf(b, " = %s ns per request finished meanwhile", tenths(*o.BPFNsPerRequest))
-		notes = append(notes, groupDigits(strconv.FormatUint(n, 10))+" "+plural(int(min(n, 2)), "request", "requests"))
+		parts = append(parts, fmt.Sprintf("%s µs per request finished meanwhile (%s %s)", smallUs(*o.BPFNsPerRequest/1000),
+			groupDigits(strconv.FormatUint(n, 10)), plural(int(min(n, 2)), "request", "requests")))
 	case o.BPFNsPerRequest != nil:
-		fmt.Fprintf(b, " = %s ns per finished request", tenths(*o.BPFNsPerRequest))
+		parts = append(parts, fmt.Sprintf("%s µs per request finished", smallUs(*o.BPFNsPerRequest/1000)))
 	case sampled:
-		notes = append(notes, "no request finished meanwhile")
+		parts = append(parts, "no request finished meanwhile")
 	}
 	if o.BPFNsPerRun != nil {
-		notes = append(notes, tenths(*o.BPFNsPerRun)+" ns per program run")
+		parts = append(parts, tenths(*o.BPFNsPerRun)+" ns a program run")
 	}
-	if len(notes) > 0 {
-		fmt.Fprintf(b, " (%s)", strings.Join(notes, "; "))
+	total := ms(*o.BPFCPUUs) + " ms of CPU over the whole window"
+	if sampled {
+		total += ", scaled by time"
 	}
+	parts = append(parts, total)
+	b.WriteString(strings.Join(parts, "; "))
+	return b.String()
 }
 
 // writePerBurst says how many requests were counted one per burst of their
@@ -443,15 +485,35 @@ func writePerBurst(b *bytes.Buffer, perBurst map[string]uint64) {
 		groupDigits(strconv.FormatUint(total, 10)), plural(int(total), "request", "requests"), strings.Join(parts, "; "))
 }
 
+// ownTakenOut says t's figures are net of reqprof's own cost.
+func ownTakenOut(t TargetSummary) bool { return t.SelfCostUs != nil && t.SelfCostUs.TakenOut }
+
 // selfCostLine says what reqprof's own cost was in a target's requests,
-// and whether it was taken out of their figures.
-func selfCostLine(t TargetSummary) string {
+// whether it was taken out of their figures, and what it rests on: each
+// run of its programs counted, costed at the time measured for its kind
+// (while the BPF statistics were kept, o's sample of a window of windowS
+// seconds); with the spread the collector stated, when it did.
+func selfCostLine(t TargetSummary, o *OverheadSummary, windowS float64) string {
 	c := t.SelfCostUs
 	if c == nil || t.Requests == 0 {
 		return ""
 	}
-	if c.TakenOut {
-		return fmt.Sprintf("reqprof's own cost taken out: %.2f µs per request (--gross to keep it)", c.PerRequest)
+	cost := smallUs(c.PerRequest)
+	if c.PerRequestSpread > 0 {
+		cost += " ± " + smallUs(c.PerRequestSpread)
 	}
-	return fmt.Sprintf("reqprof's own cost kept in (--gross): %.2f µs per request", c.PerRequest)
+	basis := "its programs' run time in this process's threads: each run counted, costed at the time measured for its kind"
+	switch {
+	case o == nil || o.BPFCPUUs == nil:
+	case o.BPFStatsSampledS != nil && windowS > 0:
+		basis += fmt.Sprintf(" over %s s of the %s s window", tenths(*o.BPFStatsSampledS), tenths(windowS))
+	case o.BPFStatsSampledS != nil:
+		basis += fmt.Sprintf(" over %s s of the window", tenths(*o.BPFStatsSampledS))
+	default:
+		basis += " over the whole window"
+	}
+	if c.TakenOut {
+		return fmt.Sprintf("reqprof's own cost, taken out of the figures above: %s µs per request (%s); --gross keeps it in", cost, basis)
+	}
+	return fmt.Sprintf("reqprof's own cost, kept in the figures above (--gross): %s µs per request (%s)", cost, basis)
 }

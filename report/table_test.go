@@ -109,11 +109,11 @@ func TestStealLeftOutIsSaid(t *testing.T) {
 	if ts.StealUs != 12345.7 {
 		t.Fatalf("steal_us %v, want 12345.7", ts.StealUs)
 	}
-	if line := cpuSeenLine(ts); !strings.Contains(line, "; hypervisor steal left out 12.3 ms") {
+	if line := cpuSeenLines(ts)[0]; !strings.Contains(line, "; hypervisor steal left out 12.3 ms") {
 		t.Errorf("CPU line %q does not say the steal left out", line)
 	}
 	ts.StealUs = 0
-	if line := cpuSeenLine(ts); strings.Contains(line, "steal") {
+	if line := cpuSeenLines(ts)[0]; strings.Contains(line, "steal") {
 		t.Errorf("CPU line %q speaks of steal where there was none", line)
 	}
 }

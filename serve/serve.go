@@ -197,9 +197,9 @@ func (s *Server) plan() []sessionTarget {
 			p = append(p, t)
 		}
 	}
-	if len(p) > maxCollectorTargets {
-		s.logf("reqprof: %d processes found, profiling the first %d", len(p), maxCollectorTargets)
-		p = p[:maxCollectorTargets]
+	if len(p) > collector.MaxTargets {
+		s.logf("reqprof: %d processes found, profiling the first %d", len(p), collector.MaxTargets)
+		p = p[:collector.MaxTargets]
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -212,9 +212,6 @@ func (s *Server) plan() []sessionTarget {
 	}
 	return p
 }
-
-// maxCollectorTargets is the most targets one collector window takes.
-const maxCollectorTargets = 63
 
 // defaultLabel names a spec given no label: by the name it looks for, its
 // cgroup, or its process's command name.
@@ -313,7 +310,7 @@ func (s *Server) session(ctx context.Context, p []sessionTarget) error {
 		NoPayload:      s.opts.NoPayload,
 		Lite:           s.opts.Lite,
 		Gross:          s.opts.Gross,
-		FollowChildren: s.opts.FollowChildren || slices.ContainsFunc(targets, func(t collector.Target) bool { return t.Cgroup != "" }),
+		FollowChildren: s.opts.FollowChildren,
 		OnRequest:      onRequest,
 		OnProgress:     s.progress,
 		NoSample:       true, // the tally has what serve exports

@@ -48,8 +48,8 @@ func (s Spec) String() string {
 const commLen = 15
 
 // maxProcessesPerSpec bounds the processes one --comm or --port target
-// takes: the collector profiles at most 63 processes (or cgroups) at
-// once.
+// takes: the collector profiles at most collector.MaxTargets processes
+// (or cgroups) at once.
 const maxProcessesPerSpec = 32
 
 // instance is one process a spec found.

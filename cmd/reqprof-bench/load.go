@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 )
 
 // wrkResult is what one wrk run reports.

@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reqprof/reqprof/internal/calserver"
-	"github.com/reqprof/reqprof/internal/gohttp"
-	"github.com/reqprof/reqprof/internal/mcpserver"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
+	"github.com/reqprof/reqprof/internal/testservers/gohttp"
+	"github.com/reqprof/reqprof/internal/testservers/mcpserver"
 )
 
 // settings are the bench's flags.

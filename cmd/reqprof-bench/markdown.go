@@ -164,7 +164,7 @@ func (b *bench) stackSamplingGoal() ([]string, bool) {
 	if !ok {
 		return nil, false
 	}
-	i := slices.IndexFunc(o.bpf.programs, func(p programRun) bool { return p.name == "sample_stack" })
+	i := slices.IndexFunc(o.bpf.programs, func(p programRun) bool { return collector.IsStackSamplingProgram(p.name) })
 	if i < 0 || o.bpf.programs[i].calls == 0 {
 		return nil, false
 	}

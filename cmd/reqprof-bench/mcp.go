@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
 )
 
 // mcpserverCommand makes the bench's own binary run the MCP server.

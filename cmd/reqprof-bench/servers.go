@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
 
-	"github.com/reqprof/reqprof/internal/nginxconf"
+	"github.com/reqprof/reqprof/internal/testservers/nginxconf"
 )
 
 // calserverCommand makes the bench's own binary run the calibrated server.

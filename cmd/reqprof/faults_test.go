@@ -218,7 +218,7 @@ func TestSecondInterruptExitsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The tables come first, then the JSON, which cannot be written.
-	r.waitFor(t, &r.stdout, "reqprof's own cost:", 10*time.Second)
+	r.waitFor(t, &r.stdout, "reqprof's own cost on the whole machine", 10*time.Second)
 	select {
 	case <-r.exited:
 		t.Fatalf("reqprof exited (%v) while its JSON could not be written", r.err)
@@ -253,7 +253,7 @@ func TestTwoRunsAtOnce(t *testing.T) {
 			continue
 		}
 		out := r.stdout.String()
-		if want := "pid " + strconv.Itoa(idle) + " (sleep) — 0 requests in "; !strings.HasPrefix(out, want) || !strings.Contains(out, "reqprof's own cost:") {
+		if want := "pid " + strconv.Itoa(idle) + " (sleep) — 0 requests in "; !strings.HasPrefix(out, want) || !strings.Contains(out, "reqprof's own cost on the whole machine") {
 			t.Errorf("run %d: stdout %q, want a report starting %q", i+1, out, want)
 		}
 		// Whichever opened its window second saw the other loaded.

@@ -39,22 +39,30 @@ func newWatcher(targets []collector.Target, showLive bool, duration time.Duratio
 	return w
 }
 
-// config sets cfg's hooks.
-func (w *watcher) config(cfg *collector.Config) {
+// onRequest is what is handed each finished request: the live view's
+// tally, the request log, both, or nothing (nil).
+func (w *watcher) onRequest() func(target int, r profile.Request) {
 	switch {
 	case w.tally != nil && w.log != nil:
-		cfg.OnRequest = func(target int, r profile.Request) {
+		return func(target int, r profile.Request) {
 			w.tally.Add(target, r)
 			w.log.Add(target, r)
 		}
 	case w.tally != nil:
-		cfg.OnRequest = w.tally.Add
+		return w.tally.Add
 	case w.log != nil:
-		cfg.OnRequest = w.log.Add
+		return w.log.Add
 	}
-	if w.monitor != nil {
-		cfg.OnProgress = func(p collector.Progress) { w.monitor.SetLost(p.Lost) }
+	return nil
+}
+
+// onProgress is what is handed the collector's progress each second: the
+// live view's count of what was lost, or nothing (nil).
+func (w *watcher) onProgress() func(collector.Progress) {
+	if w.monitor == nil {
+		return nil
 	}
+	return func(p collector.Progress) { w.monitor.SetLost(p.Lost) }
 }
 
 // opened starts the view as a window opens; closed stops it and takes it

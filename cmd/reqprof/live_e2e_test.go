@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reqprof/reqprof/internal/loadgen"
+	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
 )
 

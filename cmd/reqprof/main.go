@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reqprof/reqprof/collector"
-	"github.com/reqprof/reqprof/internal/calserver"
+	"github.com/reqprof/reqprof/internal/demo/calserver"
 	"github.com/reqprof/reqprof/profile"
 	"github.com/reqprof/reqprof/report"
 )
@@ -80,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case demoServerCommand:
 		nameDemoServer()
 		return calserver.Main(args[1:])
+	case demoLoadCommand:
+		return demoLoad(args[1:], stderr)
 	case "-h", "--help", "-help":
 		writeUsage(stdout)
 	case "help":
@@ -148,21 +150,23 @@ func (c *cgroupFlags) Set(v string) error {
 
 // outputFlags are shared by every command that profiles and reports.
 type outputFlags struct {
-	duration     time.Duration
-	jsonPath     string
-	htmlPath     string
-	groupBy      string
-	allSyscalls  bool
-	captureBytes int
-	noPayload    bool
-	gross        bool
-	lite         bool
-	runtime      string
-	role         string
-	stacks       bool
-	stackHz      int
-	pprofPath    string
-	foldedPath   string
+	duration    time.Duration
+	jsonPath    string
+	htmlPath    string
+	groupBy     string
+	allSyscalls bool
+	capture     captureFlags
+	gross       bool
+	lite        bool
+	runtime     string
+	role        string
+	stacks      bool
+	stackHz     int
+	pprofPath   string
+	foldedPath  string
+	// attach's alone, set by its flags.
+	followChildren bool
+	stdio          collector.StdioMode
 }
 
 // register defines the flags on c; duration says what --duration 0 does.
@@ -172,11 +176,7 @@ func (o *outputFlags) register(c *command, duration string) {
 	c.StringVar(&o.htmlPath, "html", "", "`FILE` also write the result as a self-contained page to FILE")
 	c.StringVar(&o.groupBy, "group-by", "route", "`route|port|none` how requests are grouped")
 	c.BoolVar(&o.allSyscalls, "syscalls", false, "show every syscall in the kernel cost table instead of folding the tail")
-	// 512 by default: an MCP request's JSON-RPC method usually starts past
-	// byte 256, behind the HTTP headers.
-	c.IntVar(&o.captureBytes, "capture-bytes", collector.MaxCaptureBytes,
-		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
-	c.BoolVar(&o.noPayload, "no-payload", false, "capture no request bytes: requests are named by port only")
+	o.capture.register(c)
 	c.BoolVar(&o.gross, "gross", false, "keep reqprof's own cost in the figures as observed; by default what its programs cost in each request's context is taken out (and stated)")
 	c.BoolVar(&o.lite, "lite", false, liteUsage)
 	c.StringVar(&o.runtime, "runtime", "", "how a target resumes a request whose backend answered: "+collector.RuntimeNames+" (default: detected per target)")
@@ -188,8 +188,8 @@ func (o *outputFlags) register(c *command, duration string) {
 }
 
 func (o *outputFlags) validate() error {
-	if o.captureBytes < 1 || o.captureBytes > collector.MaxCaptureBytes {
-		return badInput("--capture-bytes %d: want 1 to %d", o.captureBytes, collector.MaxCaptureBytes)
+	if err := o.capture.validate(); err != nil {
+		return err
 	}
 	if _, ok := collector.Runtimes[o.runtime]; o.runtime != "" && !ok {
 		return badInput("--runtime %q: want one of %s", o.runtime, collector.RuntimeNames)
@@ -233,20 +233,61 @@ func checkOutput(flag, path string) error {
 	return nil
 }
 
-func (o *outputFlags) config(targets []collector.Target) collector.Config {
-	return collector.Config{
-		Targets:      targets,
-		Duration:     o.duration,
-		CaptureBytes: o.captureBytes,
-		NoPayload:    o.noPayload,
-		Gross:        o.gross,
-		Lite:         o.lite,
-		Runtime:      o.runtime,
-		Role:         o.role,
-		Stacks:       o.stacks,
-		StackHz:      o.stackHz,
+// config is the collector's Config for a window over targets: the one
+// place the commands that profile and report fill it, from their flags,
+// with onAttached to call once it is attached and w (if any) to hand
+// what it finds while it runs. Its defaults and derived fields are the
+// collector's to decide.
+func (o *outputFlags) config(targets []collector.Target, onAttached func(line string), w *watcher) collector.Config {
+	cfg := collector.Config{
+		Targets:        targets,
+		Duration:       o.duration,
+		CaptureBytes:   o.capture.bytes,
+		NoPayload:      o.capture.none,
+		Gross:          o.gross,
+		Lite:           o.lite,
+		Runtime:        o.runtime,
+		Role:           o.role,
+		Stacks:         o.stacks,
+		StackHz:        o.stackHz,
+		FollowChildren: o.followChildren,
+		Stdio:          o.stdio,
+		OnAttached:     onAttached,
 	}
+	if w != nil {
+		cfg.OnRequest, cfg.OnProgress = w.onRequest(), w.onProgress()
+	}
+	return cfg
 }
+
+// captureFlags are --capture-bytes and --no-payload, alike for every
+// command that names requests from their bytes.
+type captureFlags struct {
+	bytes int
+	none  bool
+}
+
+func (f *captureFlags) register(c *command) {
+	// 512 by default: an MCP request's JSON-RPC method usually starts past
+	// byte 256, behind the HTTP headers.
+	c.IntVar(&f.bytes, "capture-bytes", collector.MaxCaptureBytes,
+		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
+	c.BoolVar(&f.none, "no-payload", false, "capture no request bytes: requests are named by port only")
+}
+
+func (f *captureFlags) validate() error {
+	if f.bytes < 1 || f.bytes > collector.MaxCaptureBytes {
+		return badInput("--capture-bytes %d: want 1 to %d", f.bytes, collector.MaxCaptureBytes)
+	}
+	return nil
+}
+
+// followChildrenUsage and cgroupUsage are --follow-children's and
+// --cgroup's help, the same for attach and serve.
+const (
+	followChildrenUsage = "also profile each target's child processes, present and future (pre-fork servers: give the master)"
+	cgroupUsage         = "`DIR[=LABEL]` every process of this cgroup v2 directory, as one target (repeatable)"
+)
 
 // liteUsage is --lite's help, the same for attach and serve.
 const liteUsage = "lite mode, for live production hosts: no program on every syscall of the machine; " +
@@ -266,8 +307,8 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	var cgroups cgroupFlags
 	var out outputFlags
 	c.Var(&pids, "pid", "`PID[=LABEL]` process to profile (repeatable; the first is the baseline)")
-	c.Var(&cgroups, "cgroup", "`DIR[=LABEL]` every process of this cgroup v2 directory, as one target (repeatable)")
-	followChildren := c.Bool("follow-children", false, "also profile each target's child processes, present and future (pre-fork servers: give the master)")
+	c.Var(&cgroups, "cgroup", cgroupUsage)
+	c.BoolVar(&out.followChildren, "follow-children", false, followChildrenUsage)
 	stdio := c.String("stdio", "auto", "`auto|on|off` requests on a target's stdin, answered on its stdout (MCP's stdio transport): auto when stdin is a pipe, FIFO or socket; never a terminal")
 	c.Var(&floor, "floor", "`PID[=LABEL]` a bare server, profiled too: the others' CPU is also shown above its own")
 	repeat := c.Int("repeat", 1, "`N` profile N windows in a row and report the spread between them (needs --duration)")
@@ -291,7 +332,8 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	if *repeat < 1 {
 		return badInput("--repeat %d: want at least 1", *repeat)
 	}
-	stdioMode, ok := map[string]collector.StdioMode{"auto": collector.StdioAuto, "on": collector.StdioOn, "off": collector.StdioOff}[*stdio]
+	var ok bool
+	out.stdio, ok = map[string]collector.StdioMode{"auto": collector.StdioAuto, "on": collector.StdioOn, "off": collector.StdioOff}[*stdio]
 	if !ok {
 		return badInput("--stdio %q: want auto, on or off", *stdio)
 	}
@@ -322,18 +364,15 @@ func attach(args []string, stdout, stderr io.Writer) error {
 	}
 	w := newWatcher(targets, *showLive, out.duration, requestLog, stderr)
 
+	cfg := out.config(targets, func(line string) {
+		fmt.Fprintln(stderr, line)
+		w.opened()
+	}, w)
+
 	ctx, stop := interruptible(stderr)
 	defer stop()
 	var runs []profile.Run
 	for i := range *repeat {
-		cfg := out.config(targets)
-		cfg.FollowChildren = *followChildren || len(cgroups) > 0
-		cfg.Stdio = stdioMode
-		cfg.OnAttached = func(line string) {
-			fmt.Fprintln(stderr, line)
-			w.opened()
-		}
-		w.config(&cfg)
 		run, err := collector.Run(ctx, cfg)
 		w.closed()
 		if err != nil {

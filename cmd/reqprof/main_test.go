@@ -254,7 +254,7 @@ func TestHelpShowsRealDefaults(t *testing.T) {
 	}{
 		{"--duration DURATION", "(default 0s)", out.duration},
 		{"--repeat N", "(default 1)", *repeat},
-		{"--capture-bytes N", "(default 512)", out.captureBytes},
+		{"--capture-bytes N", "(default 512)", out.capture.bytes},
 		{"--group-by route|port|none", "(default route)", out.groupBy},
 	} {
 		_, text, _ := strings.Cut(help.String(), "\n  "+tc.flag)
@@ -393,7 +393,7 @@ func TestStackOutputsImplyStacks(t *testing.T) {
 		if err := out.validate(); err != nil {
 			t.Fatal(err)
 		}
-		if cfg := out.config(nil); !cfg.Stacks || cfg.StackHz != 499 {
+		if cfg := out.config(nil, nil, nil); !cfg.Stacks || cfg.StackHz != 499 {
 			t.Errorf("%q: stacks %v at %d Hz, want on at 499", args, cfg.Stacks, cfg.StackHz)
 		}
 	}
@@ -403,7 +403,7 @@ func TestStackOutputsImplyStacks(t *testing.T) {
 	if err := c.parse(nil, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	if out.validate(); out.config(nil).Stacks {
+	if out.validate(); out.config(nil, nil, nil).Stacks {
 		t.Error("stacks on by default")
 	}
 }

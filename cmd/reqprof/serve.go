@@ -72,17 +72,16 @@ func serveCommand(args []string, stdout, stderr io.Writer) error {
 			"in the same series. Needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF.")
 	var specs []serve.Spec
 	c.Var(specFlags{&specs, "pid"}, "pid", "`PID[=LABEL]` a process to profile (repeatable)")
-	c.Var(specFlags{&specs, "cgroup"}, "cgroup", "`DIR[=LABEL]` every process of this cgroup v2 directory, as one target (repeatable)")
+	c.Var(specFlags{&specs, "cgroup"}, "cgroup", cgroupUsage)
 	c.Var(specFlags{&specs, "comm"}, "comm", "`NAME[=LABEL]` the processes of this command name, looked up again as they restart (repeatable)")
 	c.Var(specFlags{&specs, "port"}, "port", "`N[=LABEL]` the process listening on TCP port N here, looked up again as it restarts (repeatable)")
 	listen := c.String("listen", defaultListen, "`ADDR` where to serve /metrics")
-	followChildren := c.Bool("follow-children", false, "also profile each target's child processes, present and future (pre-fork servers: give the master)")
+	followChildren := c.Bool("follow-children", false, followChildrenUsage)
 	maxRoutes := c.Int("max-routes", live.DefaultMaxRoutes, "`N` routes of each target with series of their own; the rest are one, route=\""+live.OtherRoute+"\"")
 	var logFlags requestLogFlags
 	logFlags.register(c)
-	captureBytes := c.Int("capture-bytes", collector.MaxCaptureBytes,
-		fmt.Sprintf("`N` bytes of each request to read for naming it, 1 to %d; they never leave reqprof", collector.MaxCaptureBytes))
-	noPayload := c.Bool("no-payload", false, "capture no request bytes: requests are named by port only")
+	var capture captureFlags
+	capture.register(c)
 	lite := c.Bool("lite", false, liteUsage)
 	gross := c.Bool("gross", false, "keep reqprof's own cost in the figures as observed; by default what its programs cost in each request's context is taken out")
 	if err := c.parse(args, stdout); err != nil {
@@ -94,14 +93,14 @@ func serveCommand(args []string, stdout, stderr io.Writer) error {
 	if len(specs) == 0 {
 		return badInput("serve needs a target: --pid PID, --cgroup DIR, --comm NAME or --port N")
 	}
-	if len(specs) > 63 {
-		return badInput("%d targets, at most 63", len(specs))
+	if len(specs) > collector.MaxTargets {
+		return badInput("%d targets, at most %d", len(specs), collector.MaxTargets)
 	}
 	if *maxRoutes < 1 {
 		return badInput("--max-routes %d: want at least 1", *maxRoutes)
 	}
-	if *captureBytes < 1 || *captureBytes > collector.MaxCaptureBytes {
-		return badInput("--capture-bytes %d: want 1 to %d", *captureBytes, collector.MaxCaptureBytes)
+	if err := capture.validate(); err != nil {
+		return err
 	}
 	if err := logFlags.validate(); err != nil {
 		return err
@@ -128,7 +127,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) error {
 
 	ver, rev := thisBuild()
 	srv := serve.New(serve.Options{
-		Specs: specs, FollowChildren: *followChildren, CaptureBytes: *captureBytes, NoPayload: *noPayload, Lite: *lite, Gross: *gross,
+		Specs: specs, FollowChildren: *followChildren, CaptureBytes: capture.bytes, NoPayload: capture.none, Lite: *lite, Gross: *gross,
 		MaxRoutes: *maxRoutes, RequestLog: requestLog, Log: stderr, Version: ver, Commit: rev,
 	})
 	httpServer := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}

@@ -32,6 +32,15 @@
 //     JSON-RPC only if it has "jsonrpc":"2.0" at the top level, so a REST body
 //     that happens to have a "method" field keeps the bare HTTP name. Method
 //     and names longer than 48 bytes become {long}.
+//   - FastCGI: records from a client (a BEGIN_REQUEST, or any client's
+//     record first where a burst of a kept connection starts) are the
+//     request of the BEGIN_REQUEST among them, named from its params as
+//     an HTTP request line: REQUEST_METHOD and REQUEST_URI, or SCRIPT_NAME
+//     when the URI is empty or missing ("GET /items/{id}"); "fastcgi
+//     :PORT" without a method or path. Each is the last sent, at most
+//     8 KiB of it (a longer URI is named as cut there). Params cut by the
+//     end of the payload name the request by a REQUEST_URI seen, {cut}
+//     when cut inside it, and by port before it.
 //   - Redis: a RESP array "*N\r\n$len\r\nCMD..." or an inline command line
 //     ("PING\r\n") is the command, uppercased ("GET", "JSON.GET"). Commands
 //     are 1 to 32 letters, '.', '_' or '-', starting with a letter; any other

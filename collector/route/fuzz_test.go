@@ -30,6 +30,9 @@ func FuzzName(f *testing.F) {
 		f.Add([]byte(tt.payload), tt.port)
 		f.Add([]byte(capture(tt.payload)), tt.port)
 	}
+	get := nginxGET(f)
+	f.Add([]byte(get), uint16(0))
+	f.Add([]byte(get[:256]), uint16(9000))
 	f.Fuzz(func(t *testing.T, payload []byte, port uint16) {
 		name := Name(payload, port)
 		if name == "" {

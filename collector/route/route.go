@@ -26,6 +26,9 @@ func Name(payload []byte, localPort uint16) string {
 	case bytes.HasPrefix(payload, http2Preface):
 		return "h2 " + port
 	}
+	if name, ok := fastCGIName(payload, localPort); ok {
+		return name
+	}
 	if name, ok := httpName(payload); ok {
 		return name
 	}

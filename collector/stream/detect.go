@@ -36,6 +36,8 @@ func (c *Conn) detect(data []byte) (int, bool) {
 		c.proto, c.st = JSONRPC, sJSONRaw
 		c.jsStart(jsRaw)
 		return 0, true
+	case b == 1: // FastCGI's version
+		return c.detectFastCGI(data)
 	}
 	if n := min(len(data), len(h2Preface)); string(data[:n]) == h2Preface[:n] {
 		if n < len(h2Preface) {

@@ -1,7 +1,7 @@
 // Package stream follows one connection's inbound bytes, as the server read
 // them, and says which requests they carry: each pipelined HTTP/1 request,
 // each HTTP/2 stream and gRPC call, each RESP command, each JSON-RPC
-// message (one per element of a batch). Where the BPF side's first read of
+// message (one per element of a batch), each FastCGI request. Where the BPF side's first read of
 // a burst names one request per burst (package route), a Conn counts and
 // names every request in it, each as route.Name would name its bytes alone.
 //
@@ -22,6 +22,11 @@
 //   - 0x16 0x03, a TLS handshake: the Conn breaks with ErrTLS ("TLS: named
 //     by port"); the bytes are encrypted.
 //   - '*': RESP. '{' or '[': JSON-RPC raw on the connection.
+//   - 0x01: FastCGI when the first 8 bytes are a record header a client
+//     opens a connection with (version 1, reserved byte 0): BEGIN_REQUEST
+//     (request id not 0, content length 8) or GET_VALUES (request id 0);
+//     from an offset past the connection's start, any record a client
+//     sends.
 //     "Content-Length:" (any case): JSON-RPC framed as LSP does.
 //   - A line starting with a word of letters: HTTP/1 when it is
 //     "METHOD target HTTP/1.x" (any token method), else an inline Redis
@@ -65,6 +70,22 @@
 // payload are passed over; fixed-size frames are checked for their size and
 // stream. JSON-RPC inside HTTP/2 bodies is not read.
 //
+// # FastCGI
+//
+// Records are read by their 8-byte header (version 1, type, request id,
+// content length, padding length). BEGIN_REQUEST begins a request of its
+// id (one begun again before its params ended starts over); the contents
+// of its PARAMS records are decoded as they come, pairs cut anywhere
+// across records and Feeds, by route.FastCGIParams, which keeps only
+// REQUEST_METHOD, REQUEST_URI and SCRIPT_NAME. The empty PARAMS record
+// that ends them counts the request, named by route's rules
+// ("GET /items/{id}"), since a server answers a request only once it has
+// its params; ABORT_REQUEST before then drops it. Requests multiplexed by
+// id are each followed. STDIN, DATA, GET_VALUES, unknown types and all
+// padding are passed over; a record only a server sends, a version other
+// than 1, a request's record on id 0 or GET_VALUES on another breaks the
+// Conn.
+//
 // # RESP
 //
 // A command is an array of bulk strings ("*N\r\n$len\r\n...\r\n"), named
@@ -100,6 +121,9 @@
 //   - RESP commands have at most 2^20 arguments of at most 512 MiB, as
 //     Redis allows.
 //   - At most 65536 requests wait to be taken by Requests.
+//   - At most 1024 FastCGI requests begun and not yet named, keeping at
+//     most 8 KiB of each of the three values that name them, within the
+//     64 KiB of partial messages.
 //
 // # What breaks a Conn
 //
@@ -110,9 +134,11 @@
 // chunked last; an HTTP/2 frame a client may not send, of the wrong size or
 // on the wrong stream, CONTINUATION out of place; a RESP argument that is
 // not a bulk string; JSON that is not an object or array at the top
-// level); an HPACK block that fails to decode; any bound exceeded; a gap
+// level; a FastCGI record a client may not send, params that end inside
+// a pair); an HPACK block that fails to decode; any bound exceeded; a gap
 // anywhere but in a payload passed over (inside a head, a frame header or
-// header block, a line, raw JSON, a JSON-RPC batch in a body). A gap in a
+// header block, a line, raw JSON, a JSON-RPC batch in a body, FastCGI
+// params); Skip says where a gap ends without bytes after it. A gap in a
 // body whose single JSON value was being read names that message from what
 // came before the gap. Once broken a Conn ignores every Feed; requests
 // completed before the break are still returned by Requests, once. The

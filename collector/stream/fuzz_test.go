@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/http2"
+
+	"github.com/reqprof/reqprof/collector/route"
 )
 
 // fuzzConn checks what must hold for any stream: no panic; never more
@@ -149,5 +151,30 @@ func FuzzConnJSONRPC(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, cut1, cut2 uint32) {
 		fuzzConn(t, 7000, data, cut1, cut2)
+	})
+}
+
+func FuzzConnFastCGI(f *testing.F) {
+	for _, s := range nginxCaptures(f) {
+		f.Add(s, uint32(len(s)/3), uint32(len(s)/2))
+	}
+	pairsA := fcgiPairs(nginxParams("GET", "/a/1?x=1")...)
+	pairsB := fcgiPairs(nginxParams("PUT", "/b/2")...)
+	for _, s := range []string{
+		fcgiRec(route.FastCGITypeGetValues, 0, fcgiPairs("FCGI_MPXS_CONNS", ""), 0) +
+			fcgiBegin(1) + fcgiBegin(2) + fcgiRec(route.FastCGITypeParams, 2, pairsB[:20], 0) + fcgiRec(route.FastCGITypeParams, 1, pairsA, 5) +
+			fcgiRec(route.FastCGITypeStdin, 2, "early", 3) + fcgiRec(route.FastCGITypeParams, 2, pairsB[20:], 0) +
+			fcgiRec(route.FastCGITypeParams, 2, "", 0) + fcgiRec(route.FastCGITypeAbortRequest, 1, "", 0),
+		fcgiReq(1, strings.Repeat("b", 300), "REQUEST_METHOD", "POST", "SCRIPT_NAME", "/s", strings.Repeat("N", 130), "v") +
+			fcgiReq(1, "", "REQUEST_METHOD", "GET", "REQUEST_URI", "/"+strings.Repeat("u", 200)),
+	} {
+		f.Add([]byte(s), uint32(len(s)/3), uint32(len(s)/2))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cut1, cut2 uint32) {
+		// Records from the start, so the fuzzer works on records.
+		if len(data) < 8 || data[0] != 1 || data[1] != route.FastCGITypeBeginRequest {
+			data = append([]byte(fcgiBegin(1)), data...)
+		}
+		fuzzConn(t, 9000, data, cut1, cut2)
 	})
 }

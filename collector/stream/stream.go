@@ -17,9 +17,10 @@ const (
 	GRPC             // "grpc"
 	RESP             // "resp"
 	JSONRPC          // "jsonrpc" (raw on the connection, newline-delimited, concatenated, or Content-Length framed LSP-style)
+	FastCGI          // "fastcgi"
 )
 
-var protocolNames = [...]string{"unknown", "http1", "h2", "grpc", "resp", "jsonrpc"}
+var protocolNames = [...]string{"unknown", "http1", "h2", "grpc", "resp", "jsonrpc", "fastcgi"}
 
 func (p Protocol) String() string {
 	if int(p) < len(protocolNames) {
@@ -96,6 +97,7 @@ type Conn struct {
 	h2      *h2State
 	resp    respState
 	js      framer
+	fcgi    fcgiState
 }
 
 type queued struct {
@@ -136,6 +138,7 @@ func (c *Conn) Reset(localPort uint16, off uint64) {
 		h1:      h1State{name: c.h1.name[:0]},
 		resp:    respState{name: c.resp.name[:0]},
 		js:      framer{keep: c.js.keep[:0]},
+		fcgi:    fcgiState{open: c.fcgi.open[:0]},
 	}
 }
 
@@ -152,7 +155,11 @@ func (c *Conn) Offset() uint64 { return c.pos }
 
 // Buffered returns how many bytes of partial messages the Conn holds; it is
 // never more than 64 KiB.
-func (c *Conn) Buffered() int { return len(c.buf) + len(c.js.keep) }
+func (c *Conn) Buffered() int { return len(c.buf) + c.held() }
+
+// held is what the Conn keeps beside its buffered unit: the start of a JSON
+// message, the values that name FastCGI requests begun.
+func (c *Conn) held() int { return len(c.js.keep) + c.fcgi.kept }
 
 // Pending reports whether it holds part of a message (so the caller must
 // keep it), or requests not yet taken; a Conn that is not Pending and is
@@ -174,6 +181,8 @@ func (c *Conn) Pending() bool {
 		return c.js.depth > 0 || c.js.inMsg
 	case sH2Frame:
 		return c.h2.cont != 0
+	case sFCGIRecord:
+		return len(c.fcgi.open) > 0
 	}
 	return true
 }
@@ -191,6 +200,7 @@ func (c *Conn) fail(err error, format string, args ...any) {
 	c.left = 0
 	c.out = c.out[:c.ready] // what was held back is dropped
 	c.js.keep = c.js.keep[:0]
+	c.fcgi.open, c.fcgi.kept = c.fcgi.open[:0], 0
 }
 
 // Feed hands it the bytes b found at inbound offset off (the count of
@@ -212,18 +222,8 @@ func (c *Conn) Feed(off uint64, b []byte) {
 		}
 		b = b[c.pos-off:]
 	case off > c.pos:
-		gap := off - c.pos
-		if len(c.buf) > 0 || gap > c.left {
-			c.fail(ErrGap, "%d bytes missing at offset %d", gap, c.pos)
+		if c.gap(off); c.err != nil {
 			return
-		}
-		c.left -= gap
-		c.pos = off
-		if c.js.on {
-			c.jsGap()
-			if c.err != nil {
-				return
-			}
 		}
 	}
 	c.pos += uint64(len(b))
@@ -237,7 +237,7 @@ func (c *Conn) Feed(off uint64, b []byte) {
 			return
 		}
 		old := len(c.buf)
-		take := min(len(b), maxBuffer-old-len(c.js.keep))
+		take := min(len(b), maxBuffer-old-c.held())
 		if take <= 0 {
 			c.fail(ErrBound, "more than %d bytes of partial message", maxBuffer)
 			return
@@ -266,9 +266,33 @@ func (c *Conn) Feed(off uint64, b []byte) {
 	}
 }
 
+// Skip tells it that the bytes up to inbound offset end were read from the
+// connection but are not to be had: a gap, passed over or breaking the Conn
+// as in Feed.
+func (c *Conn) Skip(end uint64) {
+	if c.err == nil && end > c.pos {
+		c.gap(end)
+	}
+}
+
+// gap passes over the bytes missing up to off, beyond the position, where
+// they are payload the Conn does not need, and breaks the Conn elsewhere.
+func (c *Conn) gap(off uint64) {
+	gap := off - c.pos
+	if len(c.buf) > 0 || gap > c.left {
+		c.fail(ErrGap, "%d bytes missing at offset %d", gap, c.pos)
+		return
+	}
+	c.left -= gap
+	c.pos = off
+	if c.js.on {
+		c.jsGap()
+	}
+}
+
 // keepUnit buffers the partial unit rest until more bytes come.
 func (c *Conn) keepUnit(rest []byte) {
-	if len(rest)+len(c.js.keep) > maxBuffer {
+	if len(rest)+c.held() > maxBuffer {
 		c.fail(ErrBound, "more than %d bytes of partial message", maxBuffer)
 		return
 	}
@@ -327,6 +351,9 @@ const (
 	sJSONRaw
 	sLSPHead
 	sLSPBody
+	sFCGIRecord
+	sFCGIParams
+	sFCGISkip
 	sFailed
 )
 
@@ -370,6 +397,12 @@ func (c *Conn) step(data []byte) (n int, ok bool) {
 		return c.lspHead(data)
 	case sLSPBody:
 		return c.lspBody(data)
+	case sFCGIRecord:
+		return c.fcgiRecord(data)
+	case sFCGIParams:
+		return c.fcgiParams(data)
+	case sFCGISkip:
+		return c.fcgiSkip(data)
 	}
 	return 0, false
 }

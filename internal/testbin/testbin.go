@@ -17,7 +17,7 @@ import (
 // Commands the tests build, by the name they are asked for.
 const (
 	Reqprof   = "github.com/reqprof/reqprof/cmd/reqprof"
-	Calserver = "github.com/reqprof/reqprof/internal/calserver/cmd/calserver"
+	Calserver = "github.com/reqprof/reqprof/internal/demo/calserver/cmd/calserver"
 )
 
 // buildFlags are those of every build: the test's binary is the one a
