@@ -3,10 +3,12 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/reqprof/reqprof/collector/cpython"
 	"github.com/reqprof/reqprof/collector/php"
 	"github.com/reqprof/reqprof/profile"
 )
@@ -15,9 +17,9 @@ import (
 // interpreter reqprof knows, the sampling program sends the frames of the
 // interpreted code with each sample, as the code each runs and where in
 // it. The collector names them here, by reading the process's memory with
-// its interpreter's layout (collector/php; CPython's is to come through
-// collector/cpython), and puts them in the native stack where the
-// interpreter's loop runs them (splice).
+// its interpreter's layout (collector/cpython, collector/php), and puts
+// them in the native stack where the interpreter's loop runs them
+// (splice).
 
 // interpReader names the frames of one process's interpreter.
 type interpReader interface {
@@ -107,6 +109,13 @@ func openInterpreter(pid int) (interpReader, reqprofInterpLayout, error) {
 		return nil, reqprofInterpLayout{}, errNotRunningYet
 	}
 	if !errors.Is(err, php.ErrNotPHP) {
+		return nil, reqprofInterpLayout{}, err
+	}
+	py, err := cpython.Open(pid)
+	if err == nil {
+		return pythonReader{py}, pythonInterpLayout(py), nil
+	}
+	if !errors.Is(err, cpython.ErrNotPython) {
 		return nil, reqprofInterpLayout{}, err
 	}
 	return nil, reqprofInterpLayout{}, errNoInterpreter
@@ -252,6 +261,76 @@ func splice(native []profile.Frame, nKernel int, interp interpStack) []profile.F
 			out = append(out, run...)
 		}
 	}
+	return out
+}
+
+// pythonReader names a CPython process's frames.
+type pythonReader struct{ p *cpython.Process }
+
+func (r pythonReader) frame(code, instr uint64) (profile.Frame, error) {
+	if r.p.Release.Minor == 10 {
+		instr = uint64(int64(int32(instr))) // f_lasti, an int
+	}
+	loc, err := r.p.Locate(cpython.Frame{Code: code, Instr: instr})
+	if err != nil {
+		return profile.Frame{}, err
+	}
+	name := loc.Qualname
+	if name == "" {
+		name = loc.Name
+	}
+	return profile.Frame{
+		Function: name, File: loc.Filename, Line: max(loc.Line, 0), FunctionLine: loc.FirstLine,
+		Module: profile.PythonModule, Address: code,
+	}, nil
+}
+
+func (pythonReader) evalLoop(f profile.Frame) bool {
+	return f.Function == "_PyEval_EvalFrameDefault" && !f.Interpreted()
+}
+func (r pythonReader) frameEachRun() bool { return r.p.Release.Minor == 10 }
+func (pythonReader) module() string       { return profile.PythonModule }
+func (r pythonReader) close() error       { return r.p.Close() }
+
+// pythonInterpLayout is the programs' layout for CPython process p.
+func pythonInterpLayout(p *cpython.Process) reqprofInterpLayout {
+	l := p.Layout
+	out := reqprofInterpLayout{
+		Kind:           uint32(reqprofInterpKindINTERP_PYTHON),
+		TstateThreadId: uint32(l.TstateThreadID),
+		CframeFrame:    interpAbsent,
+		FramePrevious:  uint32(l.FramePrevious),
+		FrameCode:      uint32(l.FrameCode),
+		FrameInstr:     uint32(l.FrameInstr),
+		InstrBytes:     8,
+		FrameEntry:     interpAbsent,
+		FrameOwner:     interpAbsent,
+	}
+	if p.TstateCurrent != 0 {
+		out.Head = p.TstateCurrent
+	} else {
+		out.Head, out.GilLocked = p.GIL+l.GILLastHolder, p.GIL+l.GILLocked
+	}
+	if l.TstateFrame != cpython.Absent {
+		out.TstateFrame = uint32(l.TstateFrame)
+	} else {
+		out.TstateFrame, out.CframeFrame = uint32(l.TstateCframe), uint32(l.CframeCurrentFrame)
+	}
+	offsets := []uint64{l.FramePrevious, l.FrameCode, l.FrameInstr}
+	switch {
+	case p.Release.Minor == 10:
+		out.InstrBytes = 4
+	case l.FrameIsEntry != cpython.Absent: // 3.11
+		out.FrameEntry, out.EntryMask = uint32(l.FrameIsEntry), 0xff
+		offsets = append(offsets, l.FrameIsEntry)
+	}
+	if l.OwnerCStack != cpython.Absent && l.FrameOwner != cpython.Absent {
+		out.FrameOwner, out.OwnerCstack = uint32(l.FrameOwner), uint32(l.OwnerCStack)
+		offsets = append(offsets, l.FrameOwner)
+	}
+	base := slices.Min(offsets)
+	out.FrameBase = uint32(base)
+	out.FrameSpan = uint32(slices.Max(offsets) + 8 - base)
 	return out
 }
 

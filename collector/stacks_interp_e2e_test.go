@@ -15,6 +15,7 @@ import (
 	"github.com/reqprof/reqprof/internal/demo/calserver"
 	"github.com/reqprof/reqprof/internal/demo/loadgen"
 	"github.com/reqprof/reqprof/internal/testbin"
+	"github.com/reqprof/reqprof/internal/testservers/stackservers"
 	"github.com/reqprof/reqprof/profile"
 )
 
@@ -48,9 +49,9 @@ type servedRequests struct {
 // profileInterpRoutes warms srv up with 40 requests of each route before
 // the window (a JIT compiles what it runs often: a function's first calls
 // are interpreted), then loads it with requests split between /light and
-// /heavy over 2 connections, sampling stacks, and returns the window and
-// the server's own counts of what the window saw.
-func profileInterpRoutes(t *testing.T, srv *calserver.Process, requests int) (window, map[string]uint64) {
+// /heavy over conns connections, sampling stacks, and returns the window
+// and the server's own counts of what the window saw.
+func profileInterpRoutes(t *testing.T, srv *calserver.Process, requests, conns int) (window, map[string]uint64) {
 	t.Helper()
 	const warm = 40
 	if _, err := loadgen.Run(context.Background(), loadgen.Config{
@@ -60,7 +61,7 @@ func profileInterpRoutes(t *testing.T, srv *calserver.Process, requests int) (wi
 	}
 	w := measureConfig(t, []int{srv.PID()}, func(cfg *collector.Config) { cfg.Stacks = true }, func() {
 		if _, err := loadgen.Run(context.Background(), loadgen.Config{
-			Addr: srv.Addr, Conns: 2, Requests: requests, Paths: []string{"/light", "/heavy"},
+			Addr: srv.Addr, Conns: conns, Requests: requests, Paths: []string{"/light", "/heavy"},
 		}); err != nil {
 			t.Fatalf("load: %v", err)
 		}
@@ -164,12 +165,56 @@ func TestStacksNodeRoutes(t *testing.T) {
 	srv := startScriptServerIn(t, t.TempDir(), "node", []string{"--perf-basic-prof"}, "stackservers", "routes.js",
 		fmt.Sprint(interpLightUs), fmt.Sprint(interpHeavyUs))
 	t.Cleanup(func() { os.Remove(fmt.Sprintf("/tmp/perf-%d.map", srv.PID())) })
-	w, served := profileInterpRoutes(t, srv, 800)
+	w, served := profileInterpRoutes(t, srv, 800, 2)
 	target := targetOf(t, w.run, srv.PID())
 	checkInterpRoutes(t, target.Stacks, target, served, []interpRoute{
 		{"/light", jsFunction("lightWork"), "lightWork"},
 		{"/heavy", jsFunction("heavyWork"), "heavyWork"},
 	})
+}
+
+// pyFunction matches a Python function's frame by its qualified name.
+func pyFunction(name string) func(profile.Frame) bool {
+	return func(f profile.Frame) bool { return f.Module == profile.PythonModule && f.Function == name }
+}
+
+// pythonInterpreters are the CPython builds the Python routes run on:
+// Debian's 3.11 and pyenv's, each release reqprof reads.
+var pythonInterpreters = []struct{ name, path string }{
+	{"debian-3.11", "/usr/bin/python3.11"},
+	{"pyenv-3.10", "/root/.pyenv/versions/3.10.13/bin/python3.10"},
+	{"pyenv-3.12", "/root/.pyenv/versions/3.12.1/bin/python3.12"},
+	{"pyenv-3.13", "/root/.pyenv/versions/3.13.0/bin/python3.13"},
+}
+
+// The Python routes' burns, in µs a request: http.server's own Python
+// (parsing the request, writing the response) takes some 400 µs a request
+// besides.
+const (
+	pythonLightUs = 4000
+	pythonHeavyUs = 8000
+)
+
+// TestStacksPythonRoutes: a threaded http.server, each connection on a
+// thread of its own, whose routes burn in light_work and heavy_work: each
+// route's samples are under its own Python function, on every CPython
+// release reqprof reads, from Debian's build without debug information
+// to pyenv's. One connection: two threads contending for the GIL wake
+// each other, which hands each the other's request (see the report).
+func TestStacksPythonRoutes(t *testing.T) {
+	testbin.RequireBPF(t)
+	for _, py := range pythonInterpreters {
+		t.Run(py.name, func(t *testing.T) {
+			srv := startScriptServer(t, py.path, nil, "stackservers", "routes.py",
+				fmt.Sprint(pythonLightUs), fmt.Sprint(pythonHeavyUs))
+			w, served := profileInterpRoutes(t, srv, 400, 1)
+			target := targetOf(t, w.run, srv.PID())
+			checkInterpRoutes(t, target.Stacks, target, served, []interpRoute{
+				{"/light", pyFunction("light_work"), "light_work"},
+				{"/heavy", pyFunction("heavy_work"), "heavy_work"},
+			})
+		})
+	}
 }
 
 // TestStacksUnknownPHPEngine: a PHP whose engine reqprof does not know
@@ -295,4 +340,43 @@ func TestStacksPHPCLI(t *testing.T) {
 	if samples == 0 || float64(whole) < 0.9*float64(samples) {
 		t.Errorf("%d of %d samples read %q, want at least 90%%", whole, samples, want)
 	}
+}
+
+// TestStacksPHPFPMRoutes: php-fpm behind nginx (each with its own
+// configuration, in a directory of the test's), every path handed to
+// internal/testservers/stackservers' routes.php: each route, named from
+// its FastCGI params, has its samples under its own PHP function, in
+// php-fpm's workers, whose layout reqprof takes from the stripped binary's
+// exported executor_globals and its engine's API.
+func TestStacksPHPFPMRoutes(t *testing.T) {
+	testbin.RequireBPF(t)
+	master, port, accessLog := startPHPFPMWith(t, map[string]string{"index.php": stackservers.PHP}, false)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	paths := []string{"/light", "/heavy"}
+	// Each worker warmed up (its first request sets its engine up) before
+	// the window.
+	if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: addr, Conns: 4, Requests: 40, Paths: paths}); err != nil {
+		t.Fatalf("warm-up load: %v", err)
+	}
+	before := accessLogCounts(t, accessLog)
+	w := measureConfig(t, []int{master}, func(cfg *collector.Config) { cfg.Stacks, cfg.FollowChildren = true, true }, func() {
+		if _, err := loadgen.Run(context.Background(), loadgen.Config{Addr: addr, Conns: 2, Requests: 800, Paths: paths}); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	})
+	after := accessLogCounts(t, accessLog)
+	served := map[string]uint64{}
+	for _, path := range paths {
+		served[path] = uint64(after["GET "+path+" 200"] - before["GET "+path+" 200"])
+	}
+	target := targetOf(t, w.run, master)
+	checkInterpRoutes(t, target.Stacks, target, served, []interpRoute{
+		{"/light", phpFunction("light_work"), "light_work"},
+		{"/heavy", phpFunction("heavy_work"), "heavy_work"},
+	})
+}
+
+// phpFunction matches a PHP function's frame by its name.
+func phpFunction(name string) func(profile.Frame) bool {
+	return func(f profile.Frame) bool { return f.Module == profile.PHPModule && f.Function == name }
 }
