@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -100,22 +101,27 @@ var (
 )
 
 // openInterpreter finds pid's interpreter and the programs' layout for it.
+// A process that runs none gives errNoInterpreter; one that maps a file
+// named as an interpreter's that cannot be read as one (Python 2.7, which
+// has no _PyRuntime) gives why, to be noted.
 func openInterpreter(pid int) (interpReader, reqprofInterpLayout, error) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/maps", pid)); err != nil {
+		return nil, reqprofInterpLayout{}, errNoInterpreter // gone: the symbolizer says so
+	}
 	p, err := php.Open(pid)
-	if err == nil {
+	switch {
+	case err == nil:
 		return phpReader{p}, phpLayout(p), nil
-	}
-	if errors.Is(err, php.ErrNoRequestYet) {
+	case errors.Is(err, php.ErrNoRequestYet):
 		return nil, reqprofInterpLayout{}, errNotRunningYet
-	}
-	if !errors.Is(err, php.ErrNotPHP) {
+	case err != php.ErrNotPHP:
 		return nil, reqprofInterpLayout{}, err
 	}
 	py, err := cpython.Open(pid)
-	if err == nil {
+	switch {
+	case err == nil:
 		return pythonReader{py}, pythonInterpLayout(py), nil
-	}
-	if !errors.Is(err, cpython.ErrNotPython) {
+	case err != cpython.ErrNotPython:
 		return nil, reqprofInterpLayout{}, err
 	}
 	return nil, reqprofInterpLayout{}, errNoInterpreter

@@ -380,3 +380,47 @@ func TestStacksPHPFPMRoutes(t *testing.T) {
 func phpFunction(name string) func(profile.Frame) bool {
 	return func(f profile.Frame) bool { return f.Module == profile.PHPModule && f.Function == name }
 }
+
+// TestStacksUnknownPython: a CPython whose layout reqprof does not know
+// (pyenv's 3.9) is sampled with its native frames only, and one note
+// names the release; no frame is taken for a Python function.
+func TestStacksUnknownPython(t *testing.T) {
+	testbin.RequireBPF(t)
+	const python39 = "/root/.pyenv/versions/3.9.18/bin/python3.9"
+	cmd := exec.Command(lookPathOrFail(t, python39), "-c", "import sys\nprint('ready', flush=True)\nwhile True: sum(i * i for i in range(1000))")
+	startReady(t, cmd)
+	w := measureConfig(t, []int{cmd.Process.Pid}, func(cfg *collector.Config) { cfg.Stacks = true }, func() {
+		waitCPU(t, cmd.Process.Pid, 500*time.Millisecond)
+	})
+	st := targetOf(t, w.run, cmd.Process.Pid).Stacks
+	if st == nil {
+		t.Fatal("no stacks")
+	}
+	var samples, inLoop uint64
+	for _, s := range st.Samples {
+		samples += s.Count
+		for _, i := range s.Frames {
+			f := st.Frames[i]
+			if f.Interpreted() {
+				t.Fatalf("a Python frame read with no layout known: %+v", f)
+			}
+			if f.Function == "_PyEval_EvalFrameDefault" {
+				inLoop += s.Count
+				break
+			}
+		}
+	}
+	var noted []string
+	for _, n := range st.Notes {
+		if strings.Contains(n, "Python 3.9") {
+			noted = append(noted, n)
+		}
+	}
+	t.Logf("%d samples, %d in _PyEval_EvalFrameDefault; notes %q", samples, inLoop, st.Notes)
+	if len(noted) != 1 || !strings.Contains(noted[0], "not known") {
+		t.Errorf("notes %q, want one saying Python 3.9's layout is not known", st.Notes)
+	}
+	if samples == 0 || inLoop == 0 {
+		t.Errorf("%d samples, %d of them in _PyEval_EvalFrameDefault: want its native frames", samples, inLoop)
+	}
+}
