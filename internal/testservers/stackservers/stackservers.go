@@ -5,9 +5,9 @@
 // are under its own function; reqprof-bench measures what reading their
 // interpreter frames costs. Each server says "listening on ADDR" once it
 // serves (but the PHP script, which php-fpm runs), and on SIGTERM prints
-// its requests by path as one JSON line.
-//
-// They are compiled into reqprof-bench, so they live under internal/.
+// its requests by path as one JSON line. The tests run them from this
+// directory; reqprof-bench, which carries them compiled in, writes them
+// out (Write).
 package stackservers
 
 import (
