@@ -18,11 +18,13 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Debian packages the build, the generate check and the root tests use:
 # real servers and their load generators, a browser for the page test,
 # Prometheus to scrape reqprof serve, tmux for the live view's test,
-# php-fpm behind nginx for FastCGI, and uvloop and httptools (what
-# uvicorn's users get by default) for the Python runtime tests.
-DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi python3-uvloop python3-httptools nodejs php8.2-fpm
+# php-fpm behind nginx for FastCGI and the interpreter frames' tests
+# (with the PHP CLI, and the engine's headers its layout table is checked
+# against), and uvloop and httptools (what uvicorn's users get by
+# default) for the Python runtime tests.
+DEB_PACKAGES := clang llvm libbpf-dev linux-libc-dev nginx wrk redis-server redis-tools nghttp2-client uvicorn chromium prometheus tmux python3-aiohttp python3-fastapi python3-uvloop python3-httptools nodejs php8.2-fpm php8.2-cli php8.2-dev
 # Commands standing for them.
-DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux node php-fpm8.2
+DEB_COMMANDS := clang llvm-strip nginx wrk redis-server redis-benchmark h2load uvicorn chromium prometheus tmux node php-fpm8.2 php8.2
 
 .PHONY: build generate check-generate deps vet test demo fuzz bench
 
@@ -53,6 +55,7 @@ deps:
 	test -f /usr/lib/python3/dist-packages/fastapi/__init__.py || missing="$$missing python3-fastapi"; \
 	test -f /usr/lib/python3/dist-packages/uvloop/__init__.py || missing="$$missing python3-uvloop"; \
 	test -f /usr/include/x86_64-linux-gnu/asm/unistd_64.h || missing="$$missing linux-libc-dev"; \
+	test -f /usr/include/php/20220829/main/php.h || missing="$$missing php8.2-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages for:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PACKAGES) >/dev/null; \
@@ -98,6 +101,9 @@ FUZZ_TARGETS := \
 	./collector/cpython:FuzzDebugOffsets \
 	./collector/cpython:FuzzLineTable310 \
 	./collector/cpython:FuzzLineTable311 \
+	./collector/php:FuzzParseBuild \
+	./collector/php:FuzzReadInterpreter \
+	./collector/php:FuzzLocate \
 	./collector/route:FuzzName \
 	./collector/route:FuzzJSONMethod \
 	./collector/route:FuzzFastCGIParams \

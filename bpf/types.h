@@ -56,6 +56,12 @@ enum limits {
 	/* Most frames of a stack sample's kernel stack, and of its user
 	 * stack: the kernel's default perf_event_max_stack. */
 	STACK_DEPTH = 127,
+	/* Most interpreter frames (Python, PHP) of a stack sample, innermost
+	 * first (interp.h): their entry flags are one 64-bit word. */
+	MAX_INTERP_FRAMES = 64,
+	/* Bytes of an interpreter frame read at once, from the lowest offset
+	 * read: every field read lies within (interp_layout.frame_span). */
+	INTERP_FRAME_SPAN = 128,
 	/* Most backends (peers of outbound connections) counted apart for one
 	 * request; calls to more are counted with the last. */
 	MAX_BACKENDS = 4,
@@ -173,7 +179,19 @@ enum sample_flags {
 	SAMPLE_KERNEL_MODE = 1, /* taken in the kernel: its kernel frames lead, its user frames are the caller's */
 	SAMPLE_IN_REQUEST = 2,  /* conn and start_ns name the request it ran for */
 	SAMPLE_START_UNSEEN = 4, /* that request began before reqprof attached: it will not be reported */
+	SAMPLE_INTERP_TRUNCATED = 8, /* its thread ran more interpreter frames than MAX_INTERP_FRAMES: the outermost are left out */
 };
+
+/* What interpreter a process runs, whose frames stack samples read
+ * (interp.h). */
+enum interp_kind {
+	INTERP_NONE = 0,
+	INTERP_PYTHON = 1,
+	INTERP_PHP = 2,
+};
+
+/* An offset of interp_layout a release does not have. */
+#define INTERP_ABSENT 0xffffffffu
 
 struct syscall_slot {
 	__u32 nr; /* the syscall's number + 1; 0: a free slot */
@@ -327,9 +345,52 @@ struct stack_sample {
 	 * pointers misses: the collector puts it back where the binary says
 	 * the function has no frame (Go's pclntab). 0 when unread. */
 	__u64 user_stack_top;
+	/* Bit i: interpreter frame i is the last of those one invocation of
+	 * the interpreter's loop runs (an entry frame: the C stack holds one
+	 * such invocation for each run of frames up to one). */
+	__u64 interp_entries;
+	__u16 interp_frames;
+	__u16 pad16[3];
 	/* Return addresses, innermost first: the kernel frames, then the user
-	 * frames. */
-	__u64 ips[2 * STACK_DEPTH];
+	 * frames; then the interpreter frames, innermost first, two words
+	 * each: the code it runs (a Python code object, a PHP zend_function)
+	 * and where in it (a Python frame's instruction pointer, or 3.10's
+	 * f_lasti; a PHP frame's opline). */
+	__u64 ips[2 * STACK_DEPTH + 2 * MAX_INTERP_FRAMES];
+};
+
+/* How the sampling program reads a process's interpreter frames
+ * (interp.h), from the collector (collector/cpython, collector/php).
+ * Offsets are bytes in a structure; INTERP_ABSENT where a release has no
+ * such field. */
+struct interp_layout {
+	__u32 kind;       /* enum interp_kind */
+	__u32 frame_span; /* bytes of a frame read at once, from frame_base: at most INTERP_FRAME_SPAN */
+	/* PHP: the address of executor_globals.current_execute_data. Python:
+	 * where the thread state holding the GIL is (3.10, 3.11: _PyRuntime's
+	 * gilstate.tstate_current; 3.12, 3.13: the GIL's last_holder). */
+	__u64 head;
+	/* Python 3.12, 3.13: the GIL's locked (an int), without which its
+	 * last_holder holds it no more; 0 where head is tstate_current. */
+	__u64 gil_locked;
+	__u32 tstate_thread_id; /* PyThreadState: its thread's pthread_t, the thread's FS base on x86-64 */
+	__u32 tstate_frame;     /* ... its innermost frame (3.10, 3.13), or its _PyCFrame (3.11, 3.12) */
+	__u32 cframe_frame;     /* _PyCFrame: its innermost frame; INTERP_ABSENT where tstate_frame is the frame */
+	__u32 frame_base;       /* a frame's lowest offset read */
+	__u32 frame_previous;   /* a frame: its caller's */
+	__u32 frame_code;       /* ... its code */
+	__u32 frame_instr;      /* ... where it is in it */
+	__u32 instr_bytes;      /* 4 for 3.10's int f_lasti, else 8 */
+	/* Where a frame says it is an entry frame (3.11's is_entry, PHP's
+	 * This.u1.type_info), and the bits of the 32-bit word there that say
+	 * so; INTERP_ABSENT where none does. */
+	__u32 frame_entry;
+	__u32 entry_mask;
+	/* Python 3.12, 3.13: a frame's owner (a byte), and the owner of the
+	 * shim frame each invocation of the loop pushes first, which ends a
+	 * run and is no function's; INTERP_ABSENT before. */
+	__u32 frame_owner;
+	__u32 owner_cstack;
 };
 
 /* The open request of one connection, and the tail of its last writer.
@@ -789,5 +850,7 @@ MIRRORED_ENUM(runtime_model);
 MIRRORED_ENUM(target_role);
 MIRRORED_STRUCT(backend_peer);
 MIRRORED_STRUCT(py_layout);
+MIRRORED_STRUCT(interp_layout);
+MIRRORED_ENUM(interp_kind);
 
 #endif /* REQPROF_TYPES_H */

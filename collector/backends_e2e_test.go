@@ -72,12 +72,20 @@ func startLoopServer(t *testing.T, interpreter, script, backend string, burnUs i
 // speaking calserver's protocol, run by the interpreter given with flags.
 func startScriptServer(t *testing.T, interpreter string, flags []string, dir, script string, args ...string) *calserver.Process {
 	t.Helper()
+	return startScriptServerIn(t, "", interpreter, flags, dir, script, args...)
+}
+
+// startScriptServerIn is startScriptServer run in the working directory
+// workDir ("": the test's).
+func startScriptServerIn(t *testing.T, workDir, interpreter string, flags []string, dir, script string, args ...string) *calserver.Process {
+	t.Helper()
 	bin := lookPathOrFail(t, interpreter)
 	path, err := filepath.Abs(filepath.Join("..", "internal", "testservers", dir, script))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, slices.Concat(flags, []string{path}, args)...)
+	cmd.Dir = workDir
 	cmd.Stderr = os.Stderr
 	p, err := calserver.Spawn(cmd)
 	if err != nil {

@@ -59,10 +59,16 @@ access.format = "%%m %%{REQUEST_URI}e %%s"
 `, dir)
 }
 
-// startPHPFPM runs php-fpm and nginx in front of it, each with its own
+// startPHPFPM runs php-fpm (phpScripts) and nginx in front of it, each with its own
 // configuration in a new directory, on loopback; it returns php-fpm's
 // master, nginx's port and php-fpm's access log.
 func startPHPFPM(t *testing.T, keepConn bool) (master, port int, accessLog string) {
+	t.Helper()
+	return startPHPFPMWith(t, phpScripts, keepConn)
+}
+
+// startPHPFPMWith is startPHPFPM serving scripts, by file name.
+func startPHPFPMWith(t *testing.T, scripts map[string]string, keepConn bool) (master, port int, accessLog string) {
 	t.Helper()
 	fpmBin := lookPathOrFail(t, "php-fpm8.2")
 	nginxBin := lookPathOrFail(t, "nginx")
@@ -71,7 +77,7 @@ func startPHPFPM(t *testing.T, keepConn bool) (master, port int, accessLog strin
 	if err := os.Mkdir(www, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, text := range phpScripts {
+	for name, text := range scripts {
 		if err := os.WriteFile(filepath.Join(www, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -164,6 +164,39 @@ type reqprofHeldKey struct {
 	Key  uint64
 }
 
+type reqprofInterpKind uint32
+
+const (
+	reqprofInterpKindINTERP_NONE   reqprofInterpKind = 0
+	reqprofInterpKindINTERP_PYTHON reqprofInterpKind = 1
+	reqprofInterpKindINTERP_PHP    reqprofInterpKind = 2
+)
+
+type reqprofInterpLayout struct {
+	_              structs.HostLayout
+	Kind           uint32
+	FrameSpan      uint32
+	Head           uint64
+	GilLocked      uint64
+	TstateThreadId uint32
+	TstateFrame    uint32
+	CframeFrame    uint32
+	FrameBase      uint32
+	FramePrevious  uint32
+	FrameCode      uint32
+	FrameInstr     uint32
+	InstrBytes     uint32
+	FrameEntry     uint32
+	EntryMask      uint32
+	FrameOwner     uint32
+	OwnerCstack    uint32
+}
+
+type reqprofInterpSpan struct {
+	_ structs.HostLayout
+	B [136]uint8
+}
+
 type reqprofLimits uint32
 
 const (
@@ -190,6 +223,8 @@ const (
 	reqprofLimitsUNIX_PATH_MAX        reqprofLimits = 108
 	reqprofLimitsSYSCALL_UNKNOWN      reqprofLimits = 1048575
 	reqprofLimitsSTACK_DEPTH          reqprofLimits = 127
+	reqprofLimitsMAX_INTERP_FRAMES    reqprofLimits = 64
+	reqprofLimitsINTERP_FRAME_SPAN    reqprofLimits = 128
 	reqprofLimitsMAX_BACKENDS         reqprofLimits = 4
 	reqprofLimitsLOOP_QUEUE           reqprofLimits = 32
 	reqprofLimitsLOOP_SHARES          reqprofLimits = 8
@@ -315,9 +350,10 @@ const (
 type reqprofSampleFlags uint32
 
 const (
-	reqprofSampleFlagsSAMPLE_KERNEL_MODE  reqprofSampleFlags = 1
-	reqprofSampleFlagsSAMPLE_IN_REQUEST   reqprofSampleFlags = 2
-	reqprofSampleFlagsSAMPLE_START_UNSEEN reqprofSampleFlags = 4
+	reqprofSampleFlagsSAMPLE_KERNEL_MODE      reqprofSampleFlags = 1
+	reqprofSampleFlagsSAMPLE_IN_REQUEST       reqprofSampleFlags = 2
+	reqprofSampleFlagsSAMPLE_START_UNSEEN     reqprofSampleFlags = 4
+	reqprofSampleFlagsSAMPLE_INTERP_TRUNCATED reqprofSampleFlags = 8
 )
 
 type reqprofSelfKind uint32
@@ -359,18 +395,21 @@ type reqprofSetupState struct {
 }
 
 type reqprofStackSample struct {
-	_            structs.HostLayout
-	Kind         uint32
-	Target       uint32
-	Tgid         uint32
-	Tid          uint32
-	Conn         uint64
-	StartNs      uint64
-	Flags        uint32
-	KernelFrames uint16
-	UserFrames   uint16
-	UserStackTop uint64
-	Ips          [254]uint64
+	_             structs.HostLayout
+	Kind          uint32
+	Target        uint32
+	Tgid          uint32
+	Tid           uint32
+	Conn          uint64
+	StartNs       uint64
+	Flags         uint32
+	KernelFrames  uint16
+	UserFrames    uint16
+	UserStackTop  uint64
+	InterpEntries uint64
+	InterpFrames  uint16
+	Pad16         [3]uint16
+	Ips           [382]uint64
 }
 
 type reqprofStdioKey struct {
@@ -557,6 +596,8 @@ const (
 	reqprofMapGoroutines           = "goroutines"
 	reqprofMapHeld                 = "held"
 	reqprofMapHeldTemplate         = "held_template"
+	reqprofMapInterpLayouts        = "interp_layouts"
+	reqprofMapInterpScratch        = "interp_scratch"
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapPoolJobs             = "pool_jobs"
@@ -621,6 +662,8 @@ const (
 	reqprofVarUnusedConnState      = "unused_conn_state"
 	reqprofVarUnusedCost           = "unused_cost"
 	reqprofVarUnusedGoLayout       = "unused_go_layout"
+	reqprofVarUnusedInterpKind     = "unused_interp_kind"
+	reqprofVarUnusedInterpLayout   = "unused_interp_layout"
 	reqprofVarUnusedLimits         = "unused_limits"
 	reqprofVarUnusedPyLayout       = "unused_py_layout"
 	reqprofVarUnusedRecordFlags    = "unused_record_flags"
@@ -723,6 +766,8 @@ type reqprofMapSpecs struct {
 	Goroutines      *ebpf.MapSpec `ebpf:"goroutines"`
 	Held            *ebpf.MapSpec `ebpf:"held"`
 	HeldTemplate    *ebpf.MapSpec `ebpf:"held_template"`
+	InterpLayouts   *ebpf.MapSpec `ebpf:"interp_layouts"`
+	InterpScratch   *ebpf.MapSpec `ebpf:"interp_scratch"`
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	PoolJobs        *ebpf.MapSpec `ebpf:"pool_jobs"`
@@ -770,6 +815,8 @@ type reqprofVariableSpecs struct {
 	UnusedConnState      *ebpf.VariableSpec `ebpf:"unused_conn_state"`
 	UnusedCost           *ebpf.VariableSpec `ebpf:"unused_cost"`
 	UnusedGoLayout       *ebpf.VariableSpec `ebpf:"unused_go_layout"`
+	UnusedInterpKind     *ebpf.VariableSpec `ebpf:"unused_interp_kind"`
+	UnusedInterpLayout   *ebpf.VariableSpec `ebpf:"unused_interp_layout"`
 	UnusedLimits         *ebpf.VariableSpec `ebpf:"unused_limits"`
 	UnusedPyLayout       *ebpf.VariableSpec `ebpf:"unused_py_layout"`
 	UnusedRecordFlags    *ebpf.VariableSpec `ebpf:"unused_record_flags"`
@@ -821,6 +868,8 @@ type reqprofMaps struct {
 	Goroutines      *ebpf.Map `ebpf:"goroutines"`
 	Held            *ebpf.Map `ebpf:"held"`
 	HeldTemplate    *ebpf.Map `ebpf:"held_template"`
+	InterpLayouts   *ebpf.Map `ebpf:"interp_layouts"`
+	InterpScratch   *ebpf.Map `ebpf:"interp_scratch"`
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	PoolJobs        *ebpf.Map `ebpf:"pool_jobs"`
@@ -853,6 +902,8 @@ func (m *reqprofMaps) Close() error {
 		m.Goroutines,
 		m.Held,
 		m.HeldTemplate,
+		m.InterpLayouts,
+		m.InterpScratch,
 		m.ListenPorts,
 		m.ListenUnix,
 		m.PoolJobs,
@@ -901,6 +952,8 @@ type reqprofVariables struct {
 	UnusedConnState      *ebpf.Variable `ebpf:"unused_conn_state"`
 	UnusedCost           *ebpf.Variable `ebpf:"unused_cost"`
 	UnusedGoLayout       *ebpf.Variable `ebpf:"unused_go_layout"`
+	UnusedInterpKind     *ebpf.Variable `ebpf:"unused_interp_kind"`
+	UnusedInterpLayout   *ebpf.Variable `ebpf:"unused_interp_layout"`
 	UnusedLimits         *ebpf.Variable `ebpf:"unused_limits"`
 	UnusedPyLayout       *ebpf.Variable `ebpf:"unused_py_layout"`
 	UnusedRecordFlags    *ebpf.Variable `ebpf:"unused_record_flags"`

@@ -104,12 +104,19 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 		// Symbols are read before the window opens: read at a stack's
 		// first sample, a large binary's would hold up the ring buffer.
 		sym := symbols.New(symbols.Options{})
+		// Interpreters too: the programs read a process's interpreter
+		// frames from when its layout is given them (a process seen
+		// later, at its first sample).
+		interp := newInterpreters(s.objs.InterpLayouts)
+		defer interp.close()
 		for _, p := range s.procs {
 			for _, pid := range append([]int{p.PID}, p.members...) {
 				sym.Preload(pid)
+				interp.add(pid)
 			}
 		}
 		stacks = newStackSamples(len(s.procs), s.stackHz, sym)
+		stacks.interp = interp
 	}
 	consumed := make(chan consumeResult, 1)
 	s.overhead.self = newSelfCost(cfg.Gross)

@@ -55,6 +55,11 @@ type decodedSample struct {
 	flags             uint32
 	kernel, user      []uint64
 	stackTop          uint64 // the word on top of the user stack
+	// interp are its interpreter frames, innermost first, two words each:
+	// the code and where in it (bpf/interp.h); bit i of interpEntries
+	// says frame i ends a run of the interpreter's loop.
+	interp        []uint64
+	interpEntries uint64
 }
 
 func (d *decodedSample) has(flag reqprofSampleFlags) bool { return d.flags&uint32(flag) != 0 }
@@ -73,10 +78,12 @@ func decodeStackSample(b []byte) (decodedSample, error) {
 	u32 := func(field uintptr) uint32 { return binary.NativeEndian.Uint32(b[field:]) }
 	u64 := func(field uintptr) uint64 { return binary.NativeEndian.Uint64(b[field:]) }
 	nk, nu := u16(unsafe.Offsetof(s.KernelFrames)), u16(unsafe.Offsetof(s.UserFrames))
-	if nk > int(reqprofLimitsSTACK_DEPTH) || nu > int(reqprofLimitsSTACK_DEPTH) || sampleHeaderSize+8*(nk+nu) > len(b) {
-		return decodedSample{}, fmt.Errorf("stack sample claims %d+%d frames, carries %d bytes", nk, nu, len(b)-sampleHeaderSize)
+	ni := u16(unsafe.Offsetof(s.InterpFrames))
+	if nk > int(reqprofLimitsSTACK_DEPTH) || nu > int(reqprofLimitsSTACK_DEPTH) || ni > int(reqprofLimitsMAX_INTERP_FRAMES) ||
+		sampleHeaderSize+8*(nk+nu+2*ni) > len(b) {
+		return decodedSample{}, fmt.Errorf("stack sample claims %d+%d frames and %d interpreter frames, carries %d bytes", nk, nu, ni, len(b)-sampleHeaderSize)
 	}
-	ips := make([]uint64, nk+nu)
+	ips := make([]uint64, nk+nu+2*ni)
 	for i := range ips {
 		ips[i] = binary.NativeEndian.Uint64(b[sampleHeaderSize+8*i:])
 	}
@@ -89,7 +96,10 @@ func decodeStackSample(b []byte) (decodedSample, error) {
 		flags:    u32(unsafe.Offsetof(s.Flags)),
 		stackTop: u64(unsafe.Offsetof(s.UserStackTop)),
 		kernel:   ips[:nk],
-		user:     ips[nk:],
+		user:     ips[nk : nk+nu],
+		interp:   ips[nk+nu:],
+
+		interpEntries: u64(unsafe.Offsetof(s.InterpEntries)),
 	}, nil
 }
 
@@ -117,6 +127,8 @@ type stackSamples struct {
 	// pids are the processes samples came from, with their targets: the
 	// symbolizer's notes are about processes.
 	pids map[int]uint32
+	// interp names interpreter frames; nil when none are read.
+	interp *interpreters
 
 	frames []profile.Frame // reused
 }
@@ -127,6 +139,11 @@ type resolvedStack struct {
 	// told apart by the word on top of the user stack too (its caller),
 	// under a key of its own; this entry has no frames.
 	byTop bool
+	// unnamedJIT is the sample the stack was resolved from when some of
+	// its frames are JIT code its perf map did not name yet (a JIT writes
+	// a name after it compiles the code): it is resolved again at the
+	// end, when the map has it.
+	unnamedJIT *retrySample
 }
 
 type heldSample struct {
@@ -219,6 +236,28 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 	for _, ip := range d.user {
 		key = binary.NativeEndian.AppendUint64(key, ip)
 	}
+	// Interpreter frames, by what they were named: their code and
+	// instructions differ from sample to sample where their lines do not.
+	var interp interpStack
+	if s.interp != nil {
+		interp = s.interp.stack(d)
+	}
+	if len(interp.frames) > 0 {
+		t := s.perTarget[d.target]
+		key = append(key, 'i')
+		if interp.truncated {
+			key = append(key, 1)
+		} else {
+			key = append(key, 0)
+		}
+		for i, f := range interp.frames {
+			index := uint32(t.frame(f))
+			if interp.runEnds[i] {
+				index |= 1 << 31
+			}
+			key = binary.NativeEndian.AppendUint32(key, index)
+		}
+	}
 	s.key = key
 	i, known := s.index[string(key)]
 	if known && !s.stacks[i].byTop {
@@ -236,12 +275,7 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 	}
 	t := s.perTarget[d.target]
 	s.pids[int(d.tgid)] = d.target
-	// The kernel's innermost address is the interrupted instruction in
-	// kernel mode; the user stack's is, in user mode; every other
-	// address is a return address.
-	frames := s.sym.AppendKernel(s.frames[:0], d.kernel, true)
-	frames, byTop := s.sym.AppendUser(frames, int(d.tgid), d.user, !kernelMode, d.stackTop)
-	s.frames = frames
+	frames, byTop := s.resolve(d, interp)
 	if byTop && !known {
 		// The first of its kind: a marker under the addresses' key, the
 		// stack under the key with its top.
@@ -249,14 +283,68 @@ func (s *stackSamples) stack(d *decodedSample) (int32, bool) {
 		key = binary.NativeEndian.AppendUint64(append(key, 't'), d.stackTop)
 		s.key = key
 	}
-	resolved := resolvedStack{frames: make([]int32, len(frames))}
-	for i, f := range frames {
-		resolved.frames[i] = t.frame(f)
+	resolved := resolvedStack{frames: t.frameIndexes(nil, frames)}
+	if unnamedJIT(frames) {
+		resolved.unnamedJIT = &retrySample{d: d.clone(), interp: interp}
 	}
 	if len(d.kernel) > 0 {
 		t.kernel = true
 	}
 	return s.add(key, resolved), true
+}
+
+// resolve resolves d's stacks to frames, innermost first, its
+// interpreter frames put in (splice), and says whether the innermost user
+// function had no frame (AppendUser's topUsed).
+func (s *stackSamples) resolve(d *decodedSample, interp interpStack) ([]profile.Frame, bool) {
+	// The kernel's innermost address is the interrupted instruction in
+	// kernel mode; the user stack's is, in user mode; every other
+	// address is a return address.
+	frames := s.sym.AppendKernel(s.frames[:0], d.kernel, true)
+	frames, byTop := s.sym.AppendUser(frames, int(d.tgid), d.user, !d.has(reqprofSampleFlagsSAMPLE_KERNEL_MODE), d.stackTop)
+	s.frames = frames
+	return splice(frames, len(d.kernel), interp), byTop
+}
+
+// retrySample is what a stack is resolved from again.
+type retrySample struct {
+	d      *decodedSample
+	interp interpStack
+}
+
+// unnamedJIT says whether some of frames is JIT code without a name.
+func unnamedJIT(frames []profile.Frame) bool {
+	for _, f := range frames {
+		if f.Module == profile.JITModule && f.Function == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// clone is a copy of d that shares no memory with it.
+func (d *decodedSample) clone() *decodedSample {
+	c := *d
+	c.kernel = slices.Clone(d.kernel)
+	c.user = slices.Clone(d.user)
+	c.interp = slices.Clone(d.interp)
+	return &c
+}
+
+// nameJIT resolves again the stacks that had JIT code without a name,
+// once the window closed: the perf map has the names of the code compiled
+// since. What the samples counted under them is counted under the new
+// frames.
+func (s *stackSamples) nameJIT() {
+	for i := range s.stacks {
+		r := &s.stacks[i]
+		if r.unnamedJIT == nil {
+			continue
+		}
+		frames, _ := s.resolve(r.unnamedJIT.d, r.unnamedJIT.interp)
+		r.frames = s.perTarget[r.unnamedJIT.d.target].frameIndexes(r.frames[:0], frames)
+		r.unnamedJIT = nil
+	}
 }
 
 // add keeps a resolved stack under key and says its index.
@@ -266,6 +354,14 @@ func (s *stackSamples) add(key []byte, r resolvedStack) int32 {
 	s.index[string(key)] = i
 	s.keyBytes += len(key)
 	return i
+}
+
+// frameIndexes appends to dst the indexes of frames in t's frames.
+func (t *targetSamples) frameIndexes(dst []int32, frames []profile.Frame) []int32 {
+	for _, f := range frames {
+		dst = append(dst, t.frame(f))
+	}
+	return dst
 }
 
 func (t *targetSamples) frame(f profile.Frame) int32 {
@@ -322,6 +418,7 @@ func (s *stackSamples) result(stats []reqprofTargetStats) []*profile.Stacks {
 		}
 	}
 	s.held, s.nHeld = map[uint64][]heldSample{}, 0
+	s.nameJIT()
 	notes := map[uint32][]string{}
 	for _, n := range s.sym.Notes() {
 		if n.PID == 0 {
@@ -334,6 +431,13 @@ func (s *stackSamples) result(stats []reqprofTargetStats) []*profile.Stacks {
 		}
 		if target, ok := s.pids[n.PID]; ok {
 			notes[target] = append(notes[target], n.Text)
+		}
+	}
+	if s.interp != nil {
+		for _, n := range s.interp.notes {
+			if target, ok := s.pids[n.pid]; ok {
+				notes[target] = append(notes[target], n.text)
+			}
 		}
 	}
 	out := make([]*profile.Stacks, len(s.perTarget))

@@ -3,9 +3,11 @@ package collector
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/reqprof/reqprof/collector/symbols"
 	"github.com/reqprof/reqprof/profile"
@@ -19,7 +21,7 @@ func sampleBytes(t testing.TB, s reqprofStackSample) []byte {
 	if err := binary.Write(&buf, binary.LittleEndian, s); err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()[:sampleHeaderSize+8*int(s.KernelFrames+s.UserFrames)]
+	return buf.Bytes()[:sampleHeaderSize+8*int(s.KernelFrames+s.UserFrames+2*s.InterpFrames)]
 }
 
 // userSample is a user-mode sample of process 4242 in target 0, running
@@ -47,7 +49,18 @@ func TestDecodeStackSample(t *testing.T) {
 		!d.has(reqprofSampleFlagsSAMPLE_KERNEL_MODE) {
 		t.Errorf("decoded %+v", d)
 	}
-	b := sampleBytes(t, in)
+	withInterp := in
+	withInterp.InterpFrames, withInterp.InterpEntries = 1, 1
+	withInterp.Ips[3], withInterp.Ips[4] = 0x7f0000001000, 0x7f0000001010
+	d, err = decodeStackSample(sampleBytes(t, withInterp))
+	if err != nil || !slices.Equal(d.user, []uint64{0x401000}) || !slices.Equal(d.interp, []uint64{0x7f0000001000, 0x7f0000001010}) || d.interpEntries != 1 {
+		t.Errorf("with an interpreter frame: decoded %+v (%v)", d, err)
+	}
+	b := sampleBytes(t, withInterp)
+	if _, err := decodeStackSample(b[:len(b)-1]); err == nil {
+		t.Error("a sample claiming more interpreter frames than it carries was decoded")
+	}
+	b = sampleBytes(t, in)
 	if _, err := decodeStackSample(b[:len(b)-1]); err == nil {
 		t.Error("a sample claiming more frames than it carries was decoded")
 	}
@@ -60,13 +73,15 @@ func TestDecodeStackSample(t *testing.T) {
 // gives more frames than the record holds or the BPF side sends.
 func FuzzDecodeStackSample(f *testing.F) {
 	f.Add(userSample(f, 1, 2, 0x401000, 0x402000))
+	f.Add(interpSample(f, []uint64{0x401000}, 1, 0x7f0000001000, 0x7f0000001010))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := decodeStackSample(b)
 		if err != nil {
 			return
 		}
-		if n := len(d.kernel) + len(d.user); sampleHeaderSize+8*n > len(b) || len(d.kernel) > int(reqprofLimitsSTACK_DEPTH) {
-			t.Fatalf("%d frames from %d bytes", n, len(b))
+		if n := len(d.kernel) + len(d.user) + len(d.interp); sampleHeaderSize+8*n > len(b) || len(d.kernel) > int(reqprofLimitsSTACK_DEPTH) ||
+			len(d.interp)%2 != 0 || len(d.interp) > 2*int(reqprofLimitsMAX_INTERP_FRAMES) {
+			t.Fatalf("%d words of frames from %d bytes (%d of interpreter frames)", n, len(b), len(d.interp))
 		}
 	})
 }
@@ -259,5 +274,37 @@ func TestParseCPUList(t *testing.T) {
 		if got, err := parseCPUList(bad); err == nil {
 			t.Errorf("%q read as %v", bad, got)
 		}
+	}
+}
+
+// A stack whose JIT code the perf map did not name when it was first seen
+// (a JIT writes a name after it compiles the code) is named at the end of
+// the window, with every sample counted under it.
+func TestUnnamedJITNamedAtTheEnd(t *testing.T) {
+	proc := t.TempDir()
+	dir := filepath.Join(proc, "4242")
+	perfMap := filepath.Join(dir, "root", "tmp", "perf-4242.map")
+	if err := os.MkdirAll(filepath.Dir(perfMap), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "maps"), []byte("7f0000000000-7f0000010000 r-xp 00000000 00:00 0 \n"), 0o644)
+	os.WriteFile(perfMap, []byte("7f0000001000 100 JS:*older app.js:1\n"), 0o644)
+	res := newConsumeResult(1)
+	res.stacks = newStackSamples(1, 999, symbols.New(symbols.Options{Proc: proc, Kallsyms: filepath.Join(proc, "kallsyms"), PerfMapInterval: time.Nanosecond}))
+	res.decode(userSample(t, 0, 0, 0x7f0000002010, 0x7f0000001010))
+	res.decode(userSample(t, 0, 0, 0x7f0000002010, 0x7f0000001010))
+	if err := os.WriteFile(perfMap, []byte("7f0000001000 100 JS:*older app.js:1\n7f0000002000 100 JS:*handle app.js:10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := res.stacks.result(nil)[0]
+	if len(st.Samples) != 1 || st.Samples[0].Count != 2 {
+		t.Fatalf("samples %+v, want one stack of 2", st.Samples)
+	}
+	var names []string
+	for _, i := range st.Samples[0].Frames {
+		names = append(names, st.Frames[i].Name())
+	}
+	if want := []string{"JS:*handle app.js:10", "JS:*older app.js:1"}; !slices.Equal(names, want) {
+		t.Errorf("frames %q, want %q", names, want)
 	}
 }

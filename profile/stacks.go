@@ -60,13 +60,19 @@ type Frame struct {
 	// address.
 	Function string
 	// File and Line are the source position, where the binary says (Go's
-	// pclntab); "" and 0 otherwise.
+	// pclntab) or the interpreter (a Python or PHP frame); "" and 0
+	// otherwise.
 	File string
 	Line int
+	// FunctionLine is the line an interpreted function begins at (a
+	// Python code object's first line, a PHP function's line_start), which
+	// names it with its file; 0 for native code.
+	FunctionLine int
 	// Module is the binary or library that holds the address (its path in
 	// the target's file system), "[kernel]" or "[MODULE]" for the kernel
-	// and its modules, "[jit]" for code a perf map names, "" when no
-	// mapping holds it.
+	// and its modules, "[jit]" for code in anonymous executable memory (a
+	// JIT's, named if its perf map names it), "[python]" or "[php]" for a
+	// frame of interpreted code, "" when no mapping holds it.
 	Module  string
 	BuildID string
 	// Address is the sampled address in the process (or the kernel).
@@ -83,12 +89,30 @@ type Frame struct {
 // KernelModule is the Module of frames in the kernel's own text.
 const KernelModule = "[kernel]"
 
-// JITModule is the Module of frames a perf map (/tmp/perf-PID.map) names.
+// JITModule is the Module of frames in anonymous executable memory: code
+// a JIT compiled, which a perf map (/tmp/perf-PID.map) may name.
 const JITModule = "[jit]"
 
-// Name is what a profile shows for the frame: its function, or where the
-// address is when no symbol covers it ("libfoo.so+0x1a2b", "0x7f3a...").
+// Modules of interpreted frames: a function of the interpreted code, whose
+// Address is its code object (Python) or zend_function (PHP).
+const (
+	PythonModule = "[python]"
+	PHPModule    = "[php]"
+)
+
+// Interpreted says the frame is a function of interpreted code (Python,
+// PHP), not of native code.
+func (f Frame) Interpreted() bool { return f.Module == PythonModule || f.Module == PHPModule }
+
+// Name is what a profile shows for the frame: its function; for an
+// interpreted function, with its file and the line it begins at
+// ("light_work (app.py:12)", one name however many of its lines the
+// samples are at); or where the address is when no symbol covers it
+// ("libfoo.so+0x1a2b", "0x7f3a...").
 func (f Frame) Name() string {
+	if f.Function != "" && f.Interpreted() && f.File != "" {
+		return f.Function + " (" + path.Base(f.File) + ":" + strconv.Itoa(f.FunctionLine) + ")"
+	}
 	if f.Function != "" {
 		return f.Function
 	}

@@ -40,8 +40,13 @@ func WritePprof(w io.Writer, runs []profile.Run, by GroupBy) error {
 type pprofBuilder struct {
 	p         *pprof.Profile
 	mappings  map[pprofMappingKey]*pprof.Mapping
-	functions map[[2]string]*pprof.Function
+	functions map[pprofFunctionKey]*pprof.Function
 	locations map[profile.Frame]*pprof.Location
+}
+
+type pprofFunctionKey struct {
+	name, file string
+	startLine  int
 }
 
 type pprofMappingKey struct {
@@ -58,7 +63,7 @@ func pprofOf(runs []profile.Run, by GroupBy) (*pprof.Profile, error) {
 			DefaultSampleType: "cpu",
 		},
 		mappings:  map[pprofMappingKey]*pprof.Mapping{},
-		functions: map[[2]string]*pprof.Function{},
+		functions: map[pprofFunctionKey]*pprof.Function{},
 		locations: map[profile.Frame]*pprof.Location{},
 	}
 	sampled := false
@@ -127,31 +132,33 @@ func (b *pprofBuilder) location(f profile.Frame) *pprof.Location {
 	}
 	loc := &pprof.Location{ID: uint64(len(b.p.Location) + 1), Address: f.Address, Mapping: b.mapping(f)}
 	if f.Function != "" {
-		loc.Line = []pprof.Line{{Function: b.function(f.Function, f.File), Line: int64(f.Line)}}
+		loc.Line = []pprof.Line{{Function: b.function(f.Function, f.File, f.FunctionLine), Line: int64(f.Line)}}
 	} else {
 		// pprof shows a location without a function by its address: a
 		// name says where it is ("libfoo.so+0x1a2b").
-		loc.Line = []pprof.Line{{Function: b.function(f.Name(), "")}}
+		loc.Line = []pprof.Line{{Function: b.function(f.Name(), "", 0)}}
 	}
 	b.p.Location = append(b.p.Location, loc)
 	b.locations[f] = loc
 	return loc
 }
 
-func (b *pprofBuilder) function(name, file string) *pprof.Function {
-	key := [2]string{name, file}
+// function is the profile's function of that name in file, beginning at
+// startLine (0 when unknown).
+func (b *pprofBuilder) function(name, file string, startLine int) *pprof.Function {
+	key := pprofFunctionKey{name, file, startLine}
 	if fn, ok := b.functions[key]; ok {
 		return fn
 	}
-	fn := &pprof.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: file}
+	fn := &pprof.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: file, StartLine: int64(startLine)}
 	b.p.Function = append(b.p.Function, fn)
 	b.functions[key] = fn
 	return fn
 }
 
 func (b *pprofBuilder) mapping(f profile.Frame) *pprof.Mapping {
-	if f.Module == "" {
-		return nil
+	if f.Module == "" || f.Interpreted() {
+		return nil // an interpreted function is no place in a file mapped
 	}
 	key := pprofMappingKey{file: f.Module, start: f.MappingStart, limit: f.MappingLimit, offset: f.MappingOffset, buildID: f.BuildID}
 	if m, ok := b.mappings[key]; ok {

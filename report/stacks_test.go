@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	pprof "github.com/google/pprof/profile"
 
@@ -249,6 +250,125 @@ func TestHTMLFlameGraphs(t *testing.T) {
 	// Both targets: 3 routes and the 2 of no finished request each.
 	if n := strings.Count(page, `<section class="flame">`); n != 10 {
 		t.Errorf("%d flame graphs, want 10", n)
+	}
+}
+
+// pythonSDKStacks are the samples of a Python server's two routes, GET
+// /light in light_work and GET /heavy in heavy_work (each sampled at two
+// of its lines), spliced in place of the interpreter's evaluation loop
+// under its native frames: heavy of /heavy's 100 samples in heavy_work.
+func pythonSDKStacks(heavy uint64) *profile.Stacks {
+	py := func(fn string, first, line int) profile.Frame {
+		return profile.Frame{Function: fn, File: "/srv/app/routes.py", Line: line, FunctionLine: first, Module: profile.PythonModule, Address: 0x7f0000100000 + uint64(first)}
+	}
+	frames := []profile.Frame{
+		{Function: "main", Module: "/usr/bin/python3.11", Address: 0x401000, ModuleAddress: 0x401000, MappingStart: 0x400000, MappingLimit: 0x900000},
+		py("Handler.do_GET", 40, 43),
+		py("light_work", 28, 29),
+		py("light_work", 28, 30),
+		py("heavy_work", 32, 33),
+		py("heavy_work", 32, 34),
+		{Function: "PyObject_Free", Module: "/usr/bin/python3.11", Address: 0x402000, ModuleAddress: 0x402000, MappingStart: 0x400000, MappingLimit: 0x900000},
+	}
+	light := profile.RouteKey{Route: "GET /light", Port: 8000}
+	heavyRoute := profile.RouteKey{Route: "GET /heavy", Port: 8000}
+	return &profile.Stacks{
+		Hz: 999, PeriodNs: 1_001_001, Frames: frames,
+		Samples: []profile.StackSample{
+			{Route: light, Frames: []int32{2, 1, 0}, Count: 60},
+			{Route: light, Frames: []int32{6, 3, 1, 0}, Count: 40},
+			{Route: heavyRoute, Frames: []int32{4, 1, 0}, Count: heavy / 2},
+			{Route: heavyRoute, Frames: []int32{5, 1, 0}, Count: heavy - heavy/2},
+			{Route: heavyRoute, Frames: []int32{1, 0}, Count: 100 - heavy},
+		},
+	}
+}
+
+// Interpreted frames are named by their function, file and first line
+// (one row, one flame box, however many of its lines were sampled); pprof
+// has them as functions with their file and first line, each sample at its
+// line, in no mapping; and the differential flame graph of two SDKs shows
+// the Python function one spends more in.
+func TestInterpretedFrames(t *testing.T) {
+	var requests []profile.Request
+	for i := range 20 {
+		route, ns := "GET /light", uint64(2_000_000)
+		if i%2 == 1 {
+			route, ns = "GET /heavy", 4_000_000
+		}
+		requests = append(requests, profile.Request{Route: route, Port: 8000, End: 5 * time.Millisecond, UserNs: ns})
+	}
+	a := profile.Target{PID: 4242, Comm: "python3", Label: "sdk-a", Requests: requests, Stacks: pythonSDKStacks(60)}
+	b := a
+	b.Label, b.PID, b.Stacks = "sdk-b", 4343, pythonSDKStacks(90)
+	run := profile.Run{Duration: time.Second, Targets: []profile.Target{a, b}}
+	s := Summarize(run)
+	var heavy RouteStacks
+	for _, r := range s.Targets[0].Stacks.Routes {
+		if r.Route == "GET /heavy" {
+			heavy = r
+		}
+	}
+	if len(heavy.Functions) == 0 || heavy.Functions[0].Function != "heavy_work (routes.py:32)" || heavy.Functions[0].Module != profile.PythonModule || heavy.Functions[0].SelfShare != 0.6 {
+		t.Errorf("GET /heavy's hottest functions %+v, want heavy_work (routes.py:32) in [python], 60%% of its samples", heavy.Functions)
+	}
+	var table bytes.Buffer
+	if err := writeStacks(&table, s.Targets[0].Stacks, false); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`│ heavy_work \(routes\.py:32\) +│ +\[python\] │`).MatchString(table.String()) {
+		t.Errorf("the table does not show heavy_work in [python]:\n%s", table.String())
+	}
+
+	var folded bytes.Buffer
+	if err := WriteFolded(&folded, []profile.Run{run}, GroupByRoute); err != nil {
+		t.Fatal(err)
+	}
+	if want := "sdk-b;GET /heavy;main;Handler.do_GET (routes.py:40);heavy_work (routes.py:32) 90\n"; !strings.Contains(folded.String(), want) {
+		t.Errorf("folded stacks:\n%s\nwant a line %q", folded.String(), want)
+	}
+
+	var raw bytes.Buffer
+	if err := WritePprof(&raw, []profile.Run{run}, GroupByRoute); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pprof.Parse(&raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[int64]bool{}
+	for _, loc := range p.Location {
+		fn := loc.Line[0].Function
+		if fn.Name != "heavy_work" {
+			continue
+		}
+		if fn.Filename != "/srv/app/routes.py" || fn.StartLine != 32 || loc.Mapping != nil {
+			t.Errorf("heavy_work in pprof: %+v, mapping %v", fn, loc.Mapping)
+		}
+		lines[loc.Line[0].Line] = true
+	}
+	if !lines[33] || !lines[34] || len(lines) != 2 {
+		t.Errorf("heavy_work's locations are at lines %v, want 33 and 34", lines)
+	}
+
+	var page bytes.Buffer
+	if err := WriteHTML(&page, s); err != nil {
+		t.Fatal(err)
+	}
+	// sdk-b: 200 samples of finished requests, 90 in heavy_work; sdk-a:
+	// 60 of 200.
+	const title = "heavy_work (routes.py:32): 45.0% of sdk-b&#39;s samples (90), 30.0% of sdk-a&#39;s"
+	found := false
+	for _, box := range framePattern.FindAllStringSubmatch(page.String(), -1) {
+		if box[3] == title {
+			found = true
+			if box[2] != flameGrew[len(flameGrew)-1] {
+				t.Errorf("heavy_work, which grew most, is %s, want %s", box[2], flameGrew[len(flameGrew)-1])
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no box titled %q in the differential flame graph", title)
 	}
 }
 

@@ -44,6 +44,8 @@ type collectorFigures struct {
 	// selfCostNs is what reqprof said its programs cost the target's
 	// threads over its window (self_cost_us.total).
 	selfCostNs uint64
+	// stacks are the target's stack samples summarized, with --stacks.
+	stacks *report.StacksSummary
 }
 
 // attach starts reqprof on pid, with these flags besides its defaults, and
@@ -138,6 +140,7 @@ func (a *attachment) stop(loadEndCPUNs uint64) (collectorFigures, error) {
 	if c := summary.Targets[0].SelfCostUs; c != nil {
 		f.selfCostNs = uint64(c.Total * 1e3)
 	}
+	f.stacks = summary.Targets[0].Stacks
 	return f, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reqprof/reqprof/collector"
+	"github.com/reqprof/reqprof/report"
 )
 
 // bench runs the phases and keeps what they measured.
@@ -69,6 +70,11 @@ type overhead struct {
 type bpfCost struct {
 	requests int          // answered while the statistics were read
 	programs []programRun // the difference over the load, longest first
+	// underFunction is, for a run of a server whose route burns in a
+	// function of its own, that function as the report names it, and
+	// underShare the share of the route's samples under it.
+	underFunction string
+	underShare    float64
 }
 
 func (c bpfCost) totalRunTime() time.Duration {
@@ -140,6 +146,18 @@ func (b *bench) runAll() error {
 	// the machine, if only to tell they are no target's: what that costs
 	// nginx is the least any target pays, before any of its own accounting.
 	if err := b.addFloor(nginx); err != nil {
+		return err
+	}
+	// Stack sampling with interpreter frames: a Python server whose
+	// requests burn in a Python function, each sample walking its
+	// thread's Python frames.
+	py, err := startPythonRoutes(b.dir)
+	if err != nil {
+		return err
+	}
+	err = b.addOverhead(py, []string{stacksFlag}, "")
+	py.stop()
+	if err != nil {
 		return err
 	}
 	for _, burn := range []time.Duration{0, stacksBurn} {
@@ -472,10 +490,37 @@ func (b *bench) bpfCost(srv *server, flags []string, l load) (bpfCost, error) {
 		return cost, err
 	}
 	end, err := a.cpuNs()
+	var figures collectorFigures
 	if err == nil {
-		_, err = a.stop(end)
+		figures, err = a.stop(end)
+	}
+	if srv.burnsIn != "" && figures.stacks != nil {
+		cost.underFunction, cost.underShare = underFunction(figures.stacks, srv.burnsIn)
 	}
 	return cost, err
+}
+
+// underFunction finds the function of a report's stacks named prefix
+// (its name, then its file and line) and the share of its route's samples
+// with it on the stack, in the route where that share is largest.
+func underFunction(st *report.StacksSummary, prefix string) (string, float64) {
+	samples, under := map[string]uint64{}, map[string]uint64{}
+	var name string
+	for _, f := range st.Folded {
+		samples[f.Route] += f.Samples
+		for _, frame := range f.Frames {
+			if strings.HasPrefix(frame, prefix+" (") {
+				name = frame
+				under[f.Route] += f.Samples
+				break
+			}
+		}
+	}
+	var share float64
+	for route, n := range under {
+		share = max(share, float64(n)/float64(samples[route]))
+	}
+	return name, share
 }
 
 func measureBPF(a *attachment, l load) (bpfCost, error) {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reqprof/reqprof/report"
 )
 
 // TestProgramRunTimesKeepColumns: a program that a server's run did not
@@ -57,7 +59,7 @@ func TestProgramRunTimesKeepColumns(t *testing.T) {
 // in the --stacks run, at the default rate, as a share of a busy CPU.
 func TestStackSamplingGoal(t *testing.T) {
 	b := &bench{}
-	if _, ok := b.stackSamplingGoal(); ok {
+	if _, ok := b.stackSamplingGoal(stacksName, "Stack sampling program"); ok {
 		t.Error("a goal row without a --stacks run")
 	}
 	for _, c := range []struct {
@@ -72,10 +74,24 @@ func TestStackSamplingGoal(t *testing.T) {
 			{name: "on_sys_enter", calls: 90_000, runTime: 90 * time.Millisecond},
 			{name: "sample_stack", calls: 2_000, runTime: 2_000 * c.perSample},
 		}}}}
-		row, ok := b.stackSamplingGoal()
+		row, ok := b.stackSamplingGoal(stacksName, "Stack sampling program")
 		if !ok || len(row) != 4 || !strings.HasPrefix(row[2], c.share+" (") || row[3] != c.met {
 			t.Errorf("%v a sample: %q, want %s, met %s", c.perSample, row, c.share, c.met)
 		}
+	}
+}
+
+// The run with Python frames says how many of its route's samples were
+// under the function its requests burn in.
+func TestPythonStackSamplingGoal(t *testing.T) {
+	b := &bench{overheads: []overhead{{server: pythonStacksName, bpf: bpfCost{requests: 4_000,
+		programs:      []programRun{{name: "sample_stack", calls: 5_000, runTime: 5_000 * 6 * time.Microsecond}},
+		underFunction: "heavy_work (routes.py:35)", underShare: 0.93,
+	}}}}
+	row, ok := b.stackSamplingGoal(pythonStacksName, "Stack sampling program with Python frames")
+	want := "0.6% (6.00 µs a sample, 5000 samples; 93.0% of its route's under heavy_work (routes.py:35))"
+	if !ok || row[2] != want || row[3] != "yes" || !strings.HasPrefix(row[0], "Stack sampling program with Python frames, share of a busy CPU at 999 Hz (python3") {
+		t.Errorf("row %q, want %q", row, want)
 	}
 }
 
@@ -87,9 +103,25 @@ func TestRunNames(t *testing.T) {
 		runName("nginx", "--no-payload", ""): "nginx, --no-payload",
 		runName("nginx", floorLabel):         "nginx, reqprof on an idle process",
 		stacksName:                           "calserver, 50 µs burn, --stacks",
+		pythonStacksName:                     "python3 http.server, 500 µs in heavy_work, --stacks",
 	} {
 		if got != want {
 			t.Errorf("%q, want %q", got, want)
 		}
+	}
+}
+
+// The share under a function is of its route's samples, from the folded
+// stacks: a function that is never the sampled one (it calls the loop
+// that burns) counts.
+func TestUnderFunction(t *testing.T) {
+	st := &report.StacksSummary{Folded: []report.FoldedStack{
+		{Route: "GET /heavy", Frames: []string{"do_GET (routes.py:40)", "heavy_work (routes.py:32)", "spin (routes.py:18)"}, Samples: 90},
+		{Route: "GET /heavy", Frames: []string{"do_GET (routes.py:40)"}, Samples: 10},
+		{Route: "(between requests)", Frames: []string{"serve_forever (socketserver.py:233)"}, Samples: 50},
+	}}
+	name, share := underFunction(st, "heavy_work")
+	if name != "heavy_work (routes.py:32)" || share != 0.9 {
+		t.Errorf("%q %v, want heavy_work (routes.py:32) 0.9", name, share)
 	}
 }

@@ -6,12 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/reqprof/reqprof/internal/demo/calserver"
-
 	"github.com/reqprof/reqprof/internal/testservers/nginxconf"
+	"github.com/reqprof/reqprof/internal/testservers/stackservers"
 )
 
 // calserverCommand makes the bench's own binary run the calibrated server.
@@ -31,6 +32,9 @@ type server struct {
 	// path is what requests ask for ("/" when empty), and script a wrk
 	// script making each request (a GET of path when empty).
 	path, script string
+	// burnsIn is the function its requests burn in, as a stack sample
+	// names it, for a server whose route burns in one of its own.
+	burnsIn string
 }
 
 func (s *server) pid() int { return s.cmd.Process.Pid }
@@ -137,6 +141,31 @@ const (
 )
 
 var stacksName = runName(calserverName(stacksBurn), stacksFlag)
+
+// pythonRoutesBurn is what each request of the Python server burns in
+// heavy_work, and pythonStacksName names its run with --stacks.
+const pythonRoutesBurn = 500 * time.Microsecond
+
+var pythonStacksName = runName(fmt.Sprintf("python3 http.server, %d µs in heavy_work", pythonRoutesBurn.Microseconds()), stacksFlag)
+
+// startPythonRoutes runs internal/stackservers' Python server on Debian's
+// python3, its requests (GET /heavy) burning in heavy_work, a thread a
+// connection (http.server's ThreadingHTTPServer).
+func startPythonRoutes(dir string) (*server, error) {
+	script, err := stackservers.Write(dir, "routes.py", stackservers.Python)
+	if err != nil {
+		return nil, err
+	}
+	us := fmt.Sprint(pythonRoutesBurn.Microseconds())
+	cmd := exec.Command("/usr/bin/python3", script, us, us)
+	cmd.Stderr = os.Stderr
+	p, err := calserver.Spawn(cmd)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSuffix(pythonStacksName, ", "+stacksFlag)
+	return &server{name: name, cmd: cmd, addr: p.Addr, path: "/heavy", burnsIn: "heavy_work"}, nil
+}
 
 // startGoHTTP starts the Go net/http server over HTTP/1.1, one route that
 // burns nothing.

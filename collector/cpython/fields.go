@@ -91,6 +91,7 @@ var fieldSpecs = []fieldSpec{
 	{"FrameInstr", merge(only("_frame.f_lasti", 10), only("_PyInterpreterFrame.prev_instr", 11, 12), from(13, "_PyInterpreterFrame.instr_ptr")), func(d *debugOffsets) uint64 { return d.InterpreterFrame.InstrPtr }},
 	{"FrameGen", only("_frame.f_gen", 10), nil},
 	{"FrameOwner", from(11, "_PyInterpreterFrame.owner"), func(d *debugOffsets) uint64 { return d.InterpreterFrame.Owner }},
+	{"FrameIsEntry", only("_PyInterpreterFrame.is_entry", 11), nil},
 	{"OwnerThread", from(11, "enum FRAME_OWNED_BY_THREAD"), nil},
 	{"OwnerGenerator", from(11, "enum FRAME_OWNED_BY_GENERATOR"), nil},
 	{"OwnerFrameObject", from(11, "enum FRAME_OWNED_BY_FRAME_OBJECT"), nil},

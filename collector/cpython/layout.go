@@ -81,12 +81,15 @@ type Layout struct {
 	// values say who owns the frame: a thread's stack, a generator or
 	// coroutine (the frame lies in it, at GenIFrame), a frame object, or
 	// (3.12+) the C stack (an entry frame of the evaluation loop, no
-	// Python function's).
+	// Python function's). 3.11: is_entry, a bool, set on the first frame
+	// an invocation of the evaluation loop runs (3.12 marks it with an
+	// entry frame of the C stack instead).
 	FramePrevious    uint64
 	FrameCode        uint64
 	FrameInstr       uint64
 	FrameGen         uint64
 	FrameOwner       uint64
+	FrameIsEntry     uint64
 	OwnerThread      uint64
 	OwnerGenerator   uint64
 	OwnerFrameObject uint64

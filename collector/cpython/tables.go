@@ -77,6 +77,7 @@ var tables = map[int]map[string]uint64{
 		"FrameCode":                32,
 		"FrameInstr":               56,
 		"FrameOwner":               69,
+		"FrameIsEntry":             68,
 		"OwnerThread":              0,
 		"OwnerGenerator":           1,
 		"OwnerFrameObject":         2,

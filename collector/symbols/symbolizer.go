@@ -26,6 +26,10 @@ type Options struct {
 	// in the target's file system, then in reqprof's: /usr/lib/debug by
 	// default.
 	DebugDirs []string
+	// PerfMapInterval is how soon a perf map is read again for an
+	// address it did not name (a JIT names its code after compiling it):
+	// a second by default.
+	PerfMapInterval time.Duration
 }
 
 // Symbolizer resolves addresses, caching what it read: each object once
@@ -90,6 +94,9 @@ func New(opts Options) *Symbolizer {
 	}
 	if opts.Kallsyms == "" {
 		opts.Kallsyms = filepath.Join(opts.Proc, "kallsyms")
+	}
+	if opts.PerfMapInterval == 0 {
+		opts.PerfMapInterval = perfRefreshInterval
 	}
 	if opts.DebugDirs == nil {
 		opts.DebugDirs = []string{"/usr/lib/debug"}
@@ -297,10 +304,11 @@ func (s *Symbolizer) userFrame(p *process, ip, addr uint64) (profile.Frame, *obj
 		f.Module = m.path // [vsyscall], [uprobes]: the kernel's
 		return f, nil, 0
 	case !m.file():
-		// Anonymous executable memory: a JIT's code, if its perf map
-		// names it.
+		// Anonymous executable memory: a JIT's code, named if its perf
+		// map names it (yet: a JIT writes each name after it compiles).
+		f.Module = profile.JITModule
 		if name, found := s.jitSymbol(p, addr); found {
-			f.Function, f.Module = name, profile.JITModule
+			f.Function = name
 		}
 		return f, nil, 0
 	}
@@ -421,7 +429,7 @@ func (s *Symbolizer) jitSymbol(p *process, addr uint64) (string, bool) {
 	if name, ok := lookupPerfMap(p.perf, addr); ok {
 		return name, true
 	}
-	if time.Since(p.perfRead) < perfRefreshInterval {
+	if time.Since(p.perfRead) < s.opts.PerfMapInterval {
 		return "", false
 	}
 	p.perfRead = time.Now()

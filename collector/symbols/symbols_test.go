@@ -301,7 +301,7 @@ func TestPerfMap(t *testing.T) {
 	proc := fakeProc(t, 4242, "7f0000000000-7f0000010000 rwxp 00000000 00:00 0 \n", &perfMap)
 	s := New(Options{Proc: proc, Kallsyms: filepath.Join(proc, "none")})
 	frames, _ := s.AppendUser(nil, 4242, []uint64{0x7f0000001010, 0x7f0000002041, 0x7f0000003000}, true, 0)
-	want := []string{"LazyCompile:*handle app.js:10", "Interpreter", "0x7f0000003000"}
+	want := []string{"LazyCompile:*handle app.js:10", "Interpreter", "[jit]+0x7f0000003000"}
 	if got := names(frames); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("frames %q, want %q", got, want)
 	}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -23,15 +24,11 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/reqprof/reqprof/internal/demo/calserver"
 )
 
 // Stats is what the server did: requests per path, and the CPU its handlers
-// burned per request, per path, by the thread CPU clock, over the burns
-// that stayed on one thread (a clock read on another thread means nothing)
-// and were not preempted (see uncontaminatedMean).
+// burned per request, per path, by the thread CPU clock, over every burn.
 type Stats struct {
 	Requests map[string]uint64  `json:"requests"`
 	BurnUs   map[string]float64 `json:"burn_us"`
@@ -51,35 +48,33 @@ type route struct {
 	burns    []int64 // ns, each burn measured on one thread
 }
 
-// burn burns CPU and measures it by the thread's clock when it stayed on
-// one thread.
+// burn burns CPU and measures it by the thread's clock. The goroutine is
+// locked to its thread for the burn alone: Go may still preempt it (sysmon
+// after 10 ms, a GC's stop), but it resumes on the same thread and no other
+// goroutine runs there meanwhile, so every burn is measured and none counts
+// another's work. Leaving out the burns that moved or were preempted, as
+// this server once did, left out more of the slow ones on a host whose pace
+// varied: a truth a few percent low. Between burns (reading, writing,
+// sleeping with --pause) the goroutine moves between threads freely.
 func (rt *route) burn(iterations uint64) {
-	tid, start := unix.Gettid(), calserver.ThreadCPU()
+	runtime.LockOSThread()
+	start := calserver.ThreadCPU()
 	rt.spin(iterations)
-	if end := calserver.ThreadCPU(); unix.Gettid() == tid {
-		rt.mu.Lock()
-		rt.burns = append(rt.burns, int64(end-start))
-		rt.mu.Unlock()
-	}
+	end := calserver.ThreadCPU()
+	runtime.UnlockOSThread()
+	rt.mu.Lock()
+	rt.burns = append(rt.burns, int64(end-start))
+	rt.mu.Unlock()
 }
 
-// uncontaminatedMean is the mean of the burns, in ns, leaving out those
-// above 1.5 times the median, and sorts them. Every burn is the same work,
-// but Go's scheduler preempts a goroutine that has run 10 ms in its time
-// slice (one shared with the goroutines run right before it), and when it
-// resumes on the same thread the thread's clock has also counted whatever
-// ran there meanwhile: such a burn of 500 µs measures up to 20 ms.
-func uncontaminatedMean(burns []int64) float64 {
+// mean is the burns' mean in ns; it sorts them for the spread.
+func mean(burns []int64) float64 {
 	slices.Sort(burns)
-	limit := burns[len(burns)/2] * 3 / 2
-	var sum, n int64
+	var sum int64
 	for _, b := range burns {
-		if b <= limit {
-			sum += b
-			n++
-		}
+		sum += b
 	}
-	return float64(sum) / float64(n)
+	return float64(sum) / float64(len(burns))
 }
 
 // burnFunctions are what --burn-in names: loops of their own, the same
@@ -199,7 +194,7 @@ func Main(args []string) int {
 			if *pause > 0 {
 				burns = 2 // two halves, each measured on its own
 			}
-			stats.BurnUs[path] = burns * uncontaminatedMean(rt.burns) / 1e3
+			stats.BurnUs[path] = burns * mean(rt.burns) / 1e3
 			stats.BurnP50Us[path] = float64(rt.burns[len(rt.burns)/2]) / 1e3
 			stats.BurnMaxUs[path] = float64(rt.burns[len(rt.burns)-1]) / 1e3
 		}
