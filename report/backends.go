@@ -37,7 +37,7 @@ const asyncioTasks = "asyncio-tasks"
 // its estimated CPU is.
 var estimatedWhy = map[bool]string{
 	false: "which request it served could not be told (a loop of a runtime reqprof has no model of, see --runtime, or jobs queued to a pool)",
-	true:  "stretches between two syscalls in which the interpreter showed another task at the end than at the start, each given to the task at its end",
+	true:  "stretches between two syscalls in which the interpreter showed another task at the end than at the start, split between the two at its midpoint",
 }
 
 // summarizeBackends sums the backends of the routes keep takes, by peer,
