@@ -27,7 +27,28 @@
 #ifndef REQPROF_BACKENDS_H
 #define REQPROF_BACKENDS_H
 
-#include "pytasks.h"
+#include "threads.h"
+
+/* Per target: enum runtime_model, how its threads resume a request whose
+ * backend answered; read once per thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} runtimes SEC(".maps");
+
+/* How the thread's target resumes a request whose backend answered: read
+ * once per thread. */
+static __always_inline __u32 model_of(struct thread_state *st)
+{
+	if (!st->loop.model) {
+		__u32 target = st->target;
+		__u32 *model = bpf_map_lookup_elem(&runtimes, &target);
+		st->loop.model = (model ? *model : RUNTIME_THREADS) + 1;
+	}
+	return st->loop.model - 1;
+}
 
 static __always_inline bool same_peer(struct backend_peer *a, struct backend_peer *b)
 {
@@ -328,20 +349,12 @@ static __always_inline void backend_written(struct thread_state *st, struct conn
 	l->waited_ns = 0;
 	l->unsent_out = 0;
 	l->owner = 0;
-	l->owner_ctx = 0;
 	__u64 owner = st->serving.conn;
 	bool on_loop = model_of(st) == RUNTIME_ASYNCIO;
 	if (on_loop) {
 		__u64 caller = loop_caller(&st->loop);
 		if (caller)
 			owner = caller;
-	} else if (follows_tasks(st)) {
-		owner = py_caller(st, &l->owner_ctx);
-		if (!owner) {
-			/* Counted once the task is seen to serve a request. */
-			l->unsent_out = bytes;
-			return;
-		}
 	}
 	struct conn_state *r = owner ? served_conn(owner) : 0;
 	if (!r)
@@ -365,25 +378,8 @@ static __always_inline void backend_read(struct thread_state *st, struct conn_st
 {
 	struct backend_link *l = &o->link;
 	l->answering = 1;
-	bool tasks = model_of(st) == RUNTIME_PYTASKS;
-	if (tasks && l->owner_ctx) {
-		/* A call written by a task whose request was not known then:
-		 * counted now, if the task is seen to serve one since. */
-		struct py_dest d = py_dest_of(st, l->owner_ctx);
-		struct conn_state *caller = d.conn ? served_conn(d.conn) : 0;
-		if (caller) {
-			l->owner = d.conn;
-			l->owner_start_ns = caller->rec.start_ns;
-			l->owner_ctx = 0;
-			struct backend_use *u = use_of(caller, &l->peer);
-			__sync_fetch_and_add(&u->calls, 1);
-		}
-	}
-	if (!l->owner) {
-		if (tasks && l->owner_ctx)
-			py_answer(st, 0, 0, l->owner_ctx);
+	if (!l->owner)
 		return;
-	}
 	struct conn_state *r = served_conn(l->owner);
 	if (!r || r->rec.start_ns != l->owner_start_ns) {
 		/* The request ended before its answer came. */
@@ -402,10 +398,6 @@ static __always_inline void backend_read(struct thread_state *st, struct conn_st
 	__u32 model = model_of(st);
 	if (model == RUNTIME_GO)
 		return;
-	if (tasks) {
-		py_answer(st, l->owner, l->owner_start_ns, 0);
-		return;
-	}
 	if (model == RUNTIME_ASYNCIO)
 		loop_woke(&st->loop, l->owner, 1);
 	resume(st, l->owner, r, l->owner_in_tail);

@@ -310,8 +310,8 @@ static __always_inline void drop_setup(struct sock *sk)
 	bpf_map_delete_elem(&setups, &key);
 }
 
-/* The file behind the current task's descriptor fd. */
-static __always_inline struct file *file_of_fd(long fd)
+/* The socket behind the current task's descriptor fd, if fd is a socket. */
+static __always_inline struct sock *sock_of_fd(long fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
@@ -319,34 +319,7 @@ static __always_inline struct file *file_of_fd(long fd)
 		return 0;
 	struct file **fds = BPF_CORE_READ(fdt, fd);
 	struct file *f = 0;
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
-		return 0;
-	return f;
-}
-
-/* Whether the current task's descriptor fd is an eventfd: an anonymous
- * inode's file, named so by the kernel. */
-static __always_inline bool eventfd_of(long fd)
-{
-	struct file *f = file_of_fd(fd);
-	if (!f)
-		return false;
-	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
-	char got[10] = {};
-	if (!name || bpf_probe_read_kernel(got, sizeof(got), name))
-		return false;
-	const char want[10] = "[eventfd]";
-	for (int i = 0; i < 10; i++)
-		if (got[i] != want[i])
-			return false;
-	return true;
-}
-
-/* The socket behind the current task's descriptor fd, if fd is a socket. */
-static __always_inline struct sock *sock_of_fd(long fd)
-{
-	struct file *f = file_of_fd(fd);
-	if (!f)
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
 		return 0;
 	struct socket *sock = BPF_CORE_READ(f, private_data);
 	/* A socket's file and its struct socket point at each other; any

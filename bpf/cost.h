@@ -93,7 +93,6 @@ static __always_inline void add_parts(struct cost *to, struct cost *from, __u32 
 	ADD_PART(to->wakeups, from->wakeups);
 	ADD_PART(to->interrupts, from->interrupts);
 	ADD_PART(to->pool_probes, from->pool_probes);
-	ADD_PART(to->estimated_ns, from->estimated_ns);
 	for (int k = 0; k < NR_SOFTIRQS; k++)
 		ADD_PART(to->softirq_ns[k], from->softirq_ns[k]);
 	for (int k = 0; k < SYSCALL_SLOTS; k++) {

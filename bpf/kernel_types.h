@@ -68,21 +68,8 @@ struct thread_struct {
 	unsigned long fsbase;
 } __attribute__((preserve_access_index));
 
-struct qstr {
-	const unsigned char *name;
-} __attribute__((preserve_access_index));
-
-struct dentry {
-	struct qstr d_name;
-} __attribute__((preserve_access_index));
-
-struct path {
-	struct dentry *dentry;
-} __attribute__((preserve_access_index));
-
 struct file {
 	void *private_data; /* a socket file's struct socket */
-	struct path f_path; /* an anonymous inode's names its kind: "[eventfd]" */
 } __attribute__((preserve_access_index));
 
 struct fdtable {

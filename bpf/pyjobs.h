@@ -13,21 +13,19 @@
  *   - a job is handed over: a Python thread wakes a thread of its process
  *     that never served a connection, while holding the GIL (a lock
  *     released from Python code; passing the GIL on, it holds none). The
- *     job is the running task's, known by the context the waker runs
- *     (python.h: a task's contextvars.Context, which lives as long as
- *     the task does);
+ *     job is the running task's, known by the frame of its outermost
+ *     coroutine (py_task_root), which lives as long as the task does;
  *   - the pool thread runs it, its CPU held in its own state, and ends it
- *     when it hands the result back: a write to a Unix socket (asyncio's
- *     self-pipe) or to an eventfd (uvloop's, libuv's uv_async_send). That
- *     CPU goes to the job's entry in py_jobs;
- *   - the task writes its response: the context it runs names its
- *     entry, whose CPU goes to the request being answered.
+ *     when it writes to a Unix socket (the loop's self-pipe: the result
+ *     handed back). That CPU goes to the job's entry in py_jobs;
+ *   - the task writes its response: the frame of its outermost coroutine
+ *     names its entry, whose CPU goes to the request being answered.
  *     The response may go first: the pool thread lets the GIL go to
  *     write to the self-pipe, and the loop, woken or preempting it, can
  *     answer before that write returns. The entry then names the request,
  *     and the job's end delivers to it (py_job_done), not to a later task
- *     whose context lies where this one's did (CPython reuses memory: 4%
- *     of jobs at 8 connections under FastAPI went that way).
+ *     whose outermost frame lies where this one's did (CPython reuses
+ *     frames: 4% of jobs at 8 connections under FastAPI went that way).
  * What a pool thread runs between jobs (its queue, the GIL's hand-over)
  * is no request's: it stays unattributed, under the thread's name. A job
  * taken without sleeping (no wake to see) goes, as an estimate, to the
@@ -40,10 +38,18 @@
 #ifndef REQPROF_PYJOBS_H
 #define REQPROF_PYJOBS_H
 
-#include "python.h"
+#include "selfcost.h"
 
 /* py_job.claimant: no socket cookie is all ones. */
 #define PY_JOB_ENDED (~0ULL)
+
+/* Per Python process whose pool jobs are followed: its layout. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGET_PROCESSES);
+	__type(key, __u32); /* tgid */
+	__type(value, struct py_layout);
+} py_layouts SEC(".maps");
 
 /* Python pool jobs ended and not yet claimed by their request. Least
  * recently used go first: a task that never writes a response never
@@ -68,35 +74,60 @@ struct {
  * while there are some. */
 volatile __s64 py_orphan_jobs[MAX_TARGETS];
 
-/* The thread state holding the GIL, 0 while none does: 3.10's and
- * 3.11's gilstate.tstate_current, from 3.12 the GIL's last holder while
- * it is locked. */
-static __always_inline __u64 py_gil_holder(struct py_layout *l)
+/* The layout of the current thread's interpreter: NULL when its process
+ * is no Python process whose pool jobs are followed. Looked up once a
+ * thread, and kept in its state. */
+static __always_inline struct py_layout *py_layout_of(struct thread_state *st)
 {
-	__u64 holder = 0;
-	if (l->tstate_current) {
-		bpf_probe_read_user(&holder, sizeof(holder), (void *)l->tstate_current);
-		return holder;
+	if (st->py.kind == PY_NOT)
+		return 0;
+	if (st->py.kind == PY_UNKNOWN) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+		struct py_layout *l = bpf_map_lookup_elem(&py_layouts, &tgid);
+		if (!l) {
+			st->py.kind = PY_NOT;
+			return 0;
+		}
+		st->py.layout = *l;
+		st->py.kind = PY_YES;
 	}
-	__u32 locked = 0;
-	if (!l->gil || bpf_probe_read_user(&locked, sizeof(locked), (void *)(l->gil + l->gil_locked)) || !locked)
-		return 0;
-	bpf_probe_read_user(&holder, sizeof(holder), (void *)(l->gil + l->gil_last_holder));
-	return holder;
+	return &st->py.layout;
 }
 
-/* The context the thread runs now: its task's; 0 when it cannot be read. */
-static __always_inline __u64 py_task_of(struct thread_state *st)
+/* The frame of the outermost coroutine of the task the thread whose
+ * thread state is tstate runs, in the current process: the coroutine
+ * frames nearest the innermost frame, up to the first frame that is none
+ * (the event loop's, which resumed the task). 0 when it runs no task, or
+ * the chain is deeper than MAX_PY_FRAMES. A global function, verified
+ * once for its callers. */
+__attribute__((noinline)) __u64 py_task_root(struct py_layout *l, __u64 tstate)
 {
-	__u64 ctx = 0, ver;
-	if (!py_context_now(st, &ctx, &ver))
+	if (!l || !tstate)
 		return 0;
-	return ctx;
+	__u64 cframe = 0, frame = 0, root = 0;
+	if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(tstate + l->tstate_cframe)) || !cframe)
+		return 0;
+	if (bpf_probe_read_user(&frame, sizeof(frame), (void *)(cframe + l->cframe_current)))
+		return 0;
+	/* A frame's link and its owner, read at once: each release's owner
+	 * lies within PY_FRAME_SPAN bytes of the link (pylayout_test.go). */
+	__u32 owner_at = (l->frame_owner - l->frame_previous) & (PY_FRAME_SPAN - 1);
+	for (int i = 0; i < MAX_PY_FRAMES && frame; i++) {
+		__u8 span[PY_FRAME_SPAN];
+		if (bpf_probe_read_user(span, sizeof(span), (void *)(frame + l->frame_previous)))
+			return 0;
+		if (span[owner_at] == l->owner_generator)
+			root = frame;
+		else if (root)
+			return root;
+		frame = *(__u64 *)span;
+	}
+	return 0;
 }
 
-/* Jobs a pool thread took unseen (py_job_handed_back) end in one of
- * PY_ORPHAN_SLOTS entries of their own, whose roots no context has
- * (objects are 8-byte aligned, these are odd). */
+/* Jobs a pool thread took unseen (py_job_sends) end in one of
+ * PY_ORPHAN_SLOTS entries of their own, whose roots no frame has (frames
+ * are 8-byte aligned, these are odd). */
 #define PY_ORPHAN_SLOTS 8
 
 static __always_inline __u64 py_orphan_root(__u32 slot)
@@ -127,8 +158,8 @@ static __always_inline __u64 py_orphan_pick(bool want_oldest)
 	return py_orphan_root(0); /* all held: it joins the first */
 }
 
-/* The entry of the jobs of the task whose context is root, in the
- * current process, created if need be; NULL when the map
+/* The entry of the jobs of the task whose outermost coroutine frame is
+ * root, in the current process, created if need be; NULL when the map
  * is full. */
 static __always_inline struct py_job *py_job_of(__u64 root)
 {
@@ -178,10 +209,14 @@ static __always_inline bool py_hand_off(struct thread_state *waker, __u32 waker_
 	if (st && st->serving.served)
 		return false; /* it serves connections itself */
 	/* Who holds the GIL: passing it on, the waker has let it go. */
-	__u64 tstate = py_gil_holder(l);
-	if (!tstate || tstate != py_own_tstate(waker))
+	__u64 tstate = 0, holder = 0;
+	if (bpf_probe_read_user(&tstate, sizeof(tstate), (void *)l->tstate_current) || !tstate)
 		return false;
-	__u64 root = py_task_of(waker);
+	if (bpf_probe_read_user(&holder, sizeof(holder), (void *)(tstate + l->tstate_native_tid)) ||
+	    holder != waker_tid)
+		return false;
+	waker->py.tstate = tstate;
+	__u64 root = py_task_root(l, tstate);
 	if (!root)
 		return false;
 	if (!st)
@@ -195,15 +230,12 @@ static __always_inline bool py_hand_off(struct thread_state *waker, __u32 waker_
 	struct py_job *job = waker->serving.setup_sk ? 0 : py_job_of(root);
 	if (job && py_claimed_early(job)) {
 		/* A response claimed it and no job of it ended since: that
-		 * task is done, and a new one's context lies where its did. */
+		 * task is done, and a new one's frame lies where its did. */
 		struct py_job_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .root = root};
 		bpf_map_delete_elem(&py_jobs, &key);
 		job = py_job_of(root);
 	}
-	/* Where a loop's tasks are not followed by their context, the
-	 * task's step that handed the job over ran on the waker since its
-	 * last read, write or poll: the task's too, with its job. */
-	if (job && model_of(waker) != RUNTIME_PYTASKS)
+	if (job)
 		py_hold(waker, job);
 	waker->loop.stepping = 1;
 	return true;
@@ -286,8 +318,13 @@ static __always_inline void py_job_done(struct thread_state *st)
  * serves nothing, it hands its result back to the loop's self-pipe. The
  * job ends with the syscall, whose CPU is the job's (lite mode has no
  * syscall exit: at once). */
-static __always_inline void py_job_handed_back(struct thread_state *st)
+static __always_inline void py_job_sends(struct thread_state *st, struct sock *sk)
 {
+	/* libuv's pool threads are pool workers too: only a Python
+	 * process's count here. */
+	if (!st->handoff.pool_worker || st->serving.conn || BPF_CORE_READ(sk, __sk_common.skc_family) != AF_UNIX ||
+	    !py_layout_of(st))
+		return;
 	if (!st->handoff.py_root) {
 		/* A job it took without being woken for it: whose, nothing
 		 * said. It ends here all the same, in an entry of its own,
@@ -304,30 +341,6 @@ static __always_inline void py_job_handed_back(struct thread_state *st)
 		st->handoff.py_ending = 1;
 }
 
-/* Whether st is a Python process's pool thread, in a job. libuv's pool
- * threads are pool workers too: only a Python process's count here. */
-static __always_inline bool py_pool_thread(struct thread_state *st)
-{
-	return st->handoff.pool_worker && !st->serving.conn && py_layout_of(st);
-}
-
-/* A pool thread writes to socket sk: to a Unix socket that serves
- * nothing, it hands its result back to asyncio's self-pipe. */
-static __always_inline void py_job_sends(struct thread_state *st, struct sock *sk)
-{
-	if (py_pool_thread(st) && BPF_CORE_READ(sk, __sk_common.skc_family) == AF_UNIX)
-		py_job_handed_back(st);
-}
-
-/* A pool thread enters write(fd): to an eventfd, it hands its result
- * back to uvloop's loop (libuv's uv_async_send). Lite mode sees no
- * syscall's entry: there, uvloop's jobs end unseen. */
-static __always_inline void py_job_writes(struct thread_state *st, long nr, long fd)
-{
-	if (nr == NR_WRITE && py_pool_thread(st) && eventfd_of(fd))
-		py_job_handed_back(st);
-}
-
 /* Python thread st writes the response on c (first: its first write):
  * the jobs its task's pool threads ended are that request's. A response
  * whose task had no job seen to end (taken unseen, from its queue by a
@@ -342,7 +355,7 @@ static __always_inline void py_claim(struct thread_state *st, struct conn_state 
 	struct py_layout *l = py_layout_of(st);
 	if (!l)
 		return;
-	struct py_job_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .root = py_task_of(st)};
+	struct py_job_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .root = py_task_root(l, st->py.tstate)};
 	if (!key.root)
 		return;
 	struct py_job *job = bpf_map_lookup_elem(&py_jobs, &key);

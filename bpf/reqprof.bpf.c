@@ -117,10 +117,8 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	calibration_enter(st, tid, now);
-	/* After the clock: finding the goroutine, or the Python task, is
-	 * this syscall's cost. */
+	/* After the clock: finding the goroutine is this syscall's cost. */
 	follow_goroutine(st, current_goid(st));
-	follow_task(st, id, now);
 	struct thread_clock *k = &st->clock;
 	if (k->mode == MODE_UNKNOWN) {
 		/* Whatever was held back was user time: we are entering now. */
@@ -132,11 +130,9 @@ int BPF_PROG(on_sys_enter, struct pt_regs *regs, long id)
 		k->held_ns = 0;
 		cut(st, now, true);
 	}
-	k->estimated = 0;
 	k->mode = MODE_SYSCALL;
 	k->syscall_nr = id;
 	loop_poll(st, id);
-	runtime_syscall_enters(st, id, regs->di);
 	if (id == NR_CLOSE && watch_unix)
 		closing_fd(regs->di);
 

@@ -38,13 +38,6 @@ static __always_inline void runtime_syscall_done(struct thread_state *st)
 		py_job_done(st);
 }
 
-/* Thread st enters syscall nr, its first argument arg0: a pool thread
- * may be handing its job's result back. */
-static __always_inline void runtime_syscall_enters(struct thread_state *st, long nr, long arg0)
-{
-	py_job_writes(st, nr, arg0);
-}
-
 /* Thread st writes the response on c (first: its first write): it claims
  * what the pool ran for its request. */
 static __always_inline void runtime_response(struct thread_state *st, struct conn_state *c, __u64 cookie, bool first)

@@ -10,7 +10,6 @@
 
 #include "goroutines.h"
 #include "handoff.h"
-#include "pytasks.h"
 #include "selfcost.h"
 
 /* prev leaves its CPU: its slice ends, and its wait begins. True when
@@ -29,13 +28,9 @@ static __always_inline bool switch_out(struct task_struct *prev, bool preempt, u
 	if (!st)
 		return false;
 	st->self.switches++;
-	/* In a syscall, the goroutine is the one its entry followed, and
-	 * the Python task the one it read. */
+	/* In a syscall, the goroutine is the one its entry followed. */
 	follow_goroutine(st, goid_in_context(st));
-	if (st->clock.mode == MODE_USER)
-		follow_task(st, -1, now);
 	end_slice(st, now, prev->se.sum_exec_runtime);
-	st->clock.estimated = 0;
 	struct cost *to = pending_of(st);
 	if (preempt || prev_state == TASK_RUNNING) {
 		st->waits.runnable_since_ns = now;

@@ -31,10 +31,7 @@ struct sock_op {
  * registers the syscall was made with, to capture the request's bytes. */
 static __always_inline void lite_boundary(struct thread_state *st, int just_read)
 {
-	__u64 now = bpf_ktime_get_ns();
-	follow_task(st, -1, now);
-	cut(st, now, false);
-	st->clock.estimated = 0;
+	cut(st, bpf_ktime_get_ns(), false);
 	follow_goroutine(st, current_goid(st));
 	if (just_read && cfg.capture_bytes) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
@@ -74,7 +71,6 @@ static __always_inline void turn_to_request(struct sock_op *op, bool same_reques
 	if (st->serving.conn != op->cookie || st->serving.in_tail || !same_request)
 		leave_with(st, st->serving.conn == op->cookie ? op->c : 0);
 	st->serving.conn = op->cookie;
-	st->serving.by_rule = 0;
 	st->serving.served = 1;
 	st->serving.handed = 0;
 	st->handoff.depth = 0;
@@ -116,7 +112,6 @@ static __always_inline void take_bytes(struct sock_op *op, __u64 off, int ret, b
 	if (cfg.chunk_bytes)
 		send_chunks(c, op->cookie, sv->read_buf, off, captured, got);
 	note_goroutine(op->st, op->cookie);
-	py_served(op->st, op->cookie, c);
 }
 
 /* ret bytes of a request read on c by thread st: a request starts, or
@@ -139,7 +134,6 @@ __attribute__((noinline)) int received(struct thread_state *st, struct conn_stat
 	__u64 off = __sync_fetch_and_add(&c->in_off, ret);
 	__sync_fetch_and_add(&c->rec.bytes_in, ret);
 	take_bytes(op, off, ret, reading);
-	py_note_read(op->st, op->cookie, c->rec.start_ns, 0);
 	return 0;
 }
 
@@ -194,7 +188,6 @@ static __always_inline void answer_read(struct sock_op *op, int ret)
 	if (model_of(op->st) == RUNTIME_ASYNCIO)
 		loop_woke(&op->st->loop, op->cookie, 1);
 	note_goroutine(op->st, op->cookie);
-	py_served(op->st, op->cookie, c);
 }
 
 /* ret bytes of a response written by op's thread. */
@@ -209,7 +202,6 @@ static __always_inline void sent(struct sock_op *op, int ret)
 	__sync_fetch_and_add(&c->rec.bytes_out, ret);
 	op->st->serving.wrote = 1;
 	note_goroutine(op->st, op->cookie);
-	py_served(op->st, op->cookie, c);
 	if (cfg.lite) {
 		/* No syscall exit to wait for: the tail starts here. */
 		flush(op->st);

@@ -75,25 +75,4 @@ static __always_inline struct cpu_state *this_cpu(void)
 	return bpf_map_lookup_elem(&cpus, &zero);
 }
 
-/* Per target: enum runtime_model, how its threads resume a request whose
- * backend answered, and how a loop's tasks are told apart; read once per
- * thread. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_TARGETS);
-	__type(key, __u32);
-	__type(value, __u32);
-} runtimes SEC(".maps");
-
-/* The thread's target's runtime model: read once per thread. */
-static __always_inline __u32 model_of(struct thread_state *st)
-{
-	if (!st->loop.model) {
-		__u32 target = st->target;
-		__u32 *model = bpf_map_lookup_elem(&runtimes, &target);
-		st->loop.model = (model ? *model : RUNTIME_THREADS) + 1;
-	}
-	return st->loop.model - 1;
-}
-
 #endif /* REQPROF_TARGETS_H */

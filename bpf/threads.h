@@ -40,26 +40,6 @@ struct {
 	__type(value, struct thread_state);
 } thread_template SEC(".maps");
 
-/* CPU a thread ran for a destination not known yet (serving.hold): a
- * Python task's before it is seen to serve a request (pytasks.h), by
- * process and key. Least recently used go first: what is never claimed
- * is no request's (the collector counts held_ns less held_claimed_ns as
- * unattributed). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, MAX_HELD);
-	__type(key, struct held_key);
-	__type(value, struct cost);
-} held SEC(".maps");
-
-/* A zeroed cost to create held entries from: too large for the stack. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cost);
-} held_template SEC(".maps");
-
 /* The kernel's syscall entry and exit paths run before sys_enter and after
  * sys_exit fire (and so do the parts of these programs before and after
  * they read the clock), so the clock between the two tracepoints misses
@@ -259,9 +239,8 @@ static __always_inline void charge_unattributed(struct thread_state *st, __u64 u
  * connection, and its CPU is unattributed at once. */
 static __always_inline struct cost *pending_of(struct thread_state *st)
 {
-	/* A pool thread's CPU is held for the job it runs (pools.h), a
-	 * thread's for a destination known later under its hold. */
-	if (!st->serving.conn && !st->serving.setup_sk && !st->handoff.pool_worker && !st->serving.hold)
+	/* A pool thread's CPU is held for the job it runs (pools.h). */
+	if (!st->serving.conn && !st->serving.setup_sk && !st->handoff.pool_worker)
 		return 0;
 	st->serving.dirty = 1;
 	return &st->serving.pending;
@@ -280,8 +259,6 @@ static __always_inline void charge(struct thread_state *st, __u64 ns, int syscal
 		to->user_ns += ns;
 	else
 		add_syscall_own(to, syscall_nr, ns);
-	if (to && (st->clock.estimated || st->serving.by_rule))
-		to->estimated_ns += ns;
 }
 
 /* Adds what the thread was charged to its destination, given its
@@ -317,64 +294,12 @@ static __always_inline void flush_setup(struct thread_state *st)
 	__builtin_memset(p, 0, sizeof(*p));
 }
 
-/* The held entry under key in the current process, created if need be;
- * NULL when the map has no room. */
-static __always_inline struct cost *held_of(__u64 key, bool create)
-{
-	struct held_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .key = key};
-	struct cost *c = bpf_map_lookup_elem(&held, &k);
-	if (c || !create)
-		return c;
-	__u32 zero = 0;
-	struct cost *fresh = bpf_map_lookup_elem(&held_template, &zero);
-	if (fresh)
-		bpf_map_update_elem(&held, &k, fresh, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&held, &k);
-}
-
-/* Adds what the thread was charged to what it holds for a destination
- * known later (serving.hold). */
-static __always_inline void flush_hold(struct thread_state *st)
-{
-	if (!st->serving.dirty)
-		return;
-	st->serving.dirty = 0;
-	struct cost *p = &st->serving.pending;
-	struct cost *to = held_of(st->serving.hold, true);
-	if (to) {
-		struct target_stats *s = stats_of(st->target);
-		COUNT(s, held_ns, cpu_ns_of(p));
-		add_cost(to, p, true);
-	} else {
-		charge_unattributed(st, p->user_ns, kernel_ns_of(p));
-	}
-	__builtin_memset(p, 0, sizeof(*p));
-}
-
-/* What was held under key in the current process goes to the request
- * whose cost is to (for target): its destination is known now. */
-static __always_inline void release_held(__u64 key, struct cost *to, __u32 target)
-{
-	struct held_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .key = key};
-	struct cost *c = bpf_map_lookup_elem(&held, &k);
-	if (!c)
-		return;
-	struct target_stats *s = stats_of(target);
-	COUNT(s, held_claimed_ns, cpu_ns_of(c));
-	add_cost(to, c, true);
-	bpf_map_delete_elem(&held, &k);
-}
-
 static __always_inline void flush(struct thread_state *st)
 {
 	if (!st->serving.dirty)
 		return;
 	if (!st->serving.conn && st->handoff.pool_worker)
 		return; /* held until its job ends (pools.h) */
-	if (!st->serving.conn && st->serving.hold) {
-		flush_hold(st);
-		return;
-	}
 	if (st->serving.setup_sk)
 		flush_setup(st);
 	else
@@ -386,11 +311,6 @@ static __always_inline void flush(struct thread_state *st)
  * connection. c is its connection's state if the caller has it. */
 static __always_inline void leave_with(struct thread_state *st, struct conn_state *c)
 {
-	if (!st->serving.conn && st->serving.hold) {
-		flush_hold(st);
-		st->serving.hold = 0;
-		return;
-	}
 	if (st->serving.setup_sk) {
 		flush_setup(st);
 		st->serving.setup_sk = 0;
@@ -482,7 +402,6 @@ static __always_inline void turn_to(struct thread_state *st, __u64 conn, __u32 i
 	leave(st);
 	st->serving.conn = conn;
 	st->serving.in_tail = in_tail;
-	st->serving.by_rule = 0;
 }
 
 /* The thread accepted sk, a connection the targets serve: it serves its
@@ -545,8 +464,6 @@ static __always_inline void charge_lite(struct thread_state *st, __u64 ns)
 		return;
 	}
 	to->user_ns += ns - kernel_ns;
-	if (st->clock.estimated || st->serving.by_rule)
-		to->estimated_ns += ns;
 	/* Where add_cost takes syscall time of no named syscall from. */
 	to->syscall_ns += kernel_ns;
 	to->other_syscall_ns += kernel_ns;

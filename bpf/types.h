@@ -22,11 +22,8 @@ enum limits {
 	/* Most jobs queued on targets' pools and not yet done (pools.h). */
 	MAX_POOL_JOBS = 16384,
 	MAX_PY_JOBS = 4096,     /* Python pool jobs ended, their request not yet known (pyjobs.h) */
-	MAX_PY_CONTEXTS = 16384, /* asyncio tasks' contexts bound to a request (pytasks.h) */
-	MAX_PY_THREADS = 64,    /* thread states searched for a thread's own (python.h) */
-	MAX_PY_LOOKUPS = 8,     /* searches of them before a thread is given up on */
-	MAX_HELD = 16384,       /* costs held for a destination known later (threads.h) */
-	PY_FRESH = 4,           /* free contexts noted at a read, the next ones made (pytasks.h) */
+	MAX_PY_FRAMES = 96,     /* frames walked to find a Python task's coroutine (pyjobs.h) */
+	PY_FRAME_SPAN = 32,     /* bytes of a frame read at once, from its link on: its owner lies within (pyjobs.h) */
 	MAX_HANDOFF_DEPTH = 4,
 	MAX_CONNS = 65536,
 	NR_SOFTIRQS = 10,
@@ -122,10 +119,6 @@ enum runtime_model {
 	RUNTIME_IMMEDIATE = 1, /* an event loop that goes on with the caller at once after the read (libuv, nginx) */
 	RUNTIME_ASYNCIO = 2, /* a write claims the CPU since the loop's last read or poll; a call's writer is the task woken for it (backends.h) */
 	RUNTIME_GO = 3,      /* goroutines are followed (goroutines.h): an answer moves no thread */
-	/* CPython: the context each thread runs (an asyncio task's, a
-	 * callback's) is read from the interpreter at each cut, and is
-	 * charged to the request it reads or writes (pytasks.h). */
-	RUNTIME_PYTASKS = 4,
 };
 
 /* request_record.flags */
@@ -219,11 +212,6 @@ struct cost {
 	__u32 wakeups;    /* sched_waking and sched_wakeup, run by it */
 	__u32 interrupts; /* a softirq or hard irq's entry and exit over it */
 	__u32 pool_probes; /* uprobes on a runtime's pool run by it (pools.h) */
-	/* Of its CPU, what was apportioned by a rule rather than seen: a
-	 * piece of a loop thread's time in which the interpreter showed
-	 * another task at its end than at its start, or a task's time after
-	 * the request it served ended (pytasks.h). */
-	__u64 estimated_ns;
 	struct syscall_slot syscalls[SYSCALL_SLOTS];
 };
 
@@ -308,10 +296,6 @@ struct backend_link {
 	__u32 answering;      /* the answer is being read: the next write is another call */
 	__u32 owner_in_tail;  /* the call was written after the owner's response */
 	struct backend_peer peer;
-	/* A call written by a Python task not yet known to serve a request:
-	 * its context, whose request the answer resumes once it is known
-	 * (pytasks.h); 0: owner says whose. */
-	__u64 owner_ctx;
 };
 
 /* Bytes read from a served connection beyond a request's payload, sent
@@ -453,10 +437,6 @@ struct thread_clock {
 	__u64 steal_at_ns;    /* the CPU's steal clock at run_start_ns (steal_clock) */
 	__u32 mode;           /* enum thread_mode */
 	__u32 syscall_nr;
-	/* The piece being cut goes where a rule says, not where it was seen
-	 * to run: the next user time charged counts as estimated. */
-	__u32 estimated;
-	__u32 pad;
 };
 
 /* What the thread serves, and what it was charged for it and has not yet
@@ -476,14 +456,6 @@ struct thread_serving {
 	 * its key in setups. Set only while conn is 0. */
 	__u64 setup_sk;
 	__u64 unattributed_ns; /* its CPU that served no request: to name the largest sources */
-	/* While conn is 0: the key its charges are held under in the held
-	 * map, for a destination known later (a Python task's request,
-	 * pytasks.h); 0: none. */
-	__u64 hold;
-	/* conn was chosen by a rule, not seen: all it is charged counts as
-	 * estimated until it turns elsewhere (pytasks.h). */
-	__u32 by_rule;
-	__u32 pad2;
 	/* What it was charged since it last turned to another destination (or
 	 * left its CPU), for its destination now. */
 	struct cost pending;
@@ -516,71 +488,25 @@ struct thread_handoff {
 };
 
 
-/* Where a CPython interpreter keeps what python.h reads, in one process:
- * addresses, and offsets within structures (PY_ABSENT where its release
- * has no such field). The collector fills it per process
- * (collector/cpython, python.go). */
+/* Where a Python interpreter keeps what pyjobs.h reads, for its release:
+ * the collector gives it per process (pylayout.go). */
 struct py_layout {
-	__u64 interp;          /* the main interpreter (PyInterpreterState) */
-	__u64 tstate_current;  /* 3.10, 3.11: gilstate.tstate_current, the GIL's holder (NULL: none); 0 from 3.12 */
-	__u64 gil;             /* 3.12+: the main interpreter's GIL (struct _gil_runtime_state); 0 before */
-	__u64 ctx_freelist;    /* the interpreter's newest free context (a context made takes it) */
-	__u32 gil_last_holder; /* in the GIL: the last thread state to take it ... */
-	__u32 gil_locked;      /* ... and whether it is held (an int) */
-	__u32 interp_threads;  /* in the interpreter: its newest thread state */
-	__u32 tstate_next;     /* in a thread state: the next (older) one */
-	__u32 tstate_tid;      /* ... its thread's kernel tid (3.11+); PY_ABSENT in 3.10 */
-	__u32 tstate_pthread;  /* ... its pthread_t, its thread's FS base (how 3.10's are known) */
-	__u32 tstate_context;  /* ... the contextvars.Context it runs; context_ver follows it */
-	__u32 ctx_next_free;   /* in a free context: the next free one */
+	__u64 tstate_current;    /* address of the thread state holding the GIL (0: none holds it) */
+	__u32 tstate_native_tid; /* in a thread state: its thread's tid */
+	__u32 tstate_cframe;     /* ... its C frame, the innermost evaluation loop's */
+	__u32 cframe_current;    /* in a C frame: the Python frame it runs */
+	__u32 frame_previous;    /* in a frame: its caller's, or the frame that resumed it */
+	__u32 frame_owner;       /* ... its owner (a byte) */
+	__u32 owner_generator;   /* the owner of a coroutine's (or generator's) frame */
 };
 
-#define PY_ABSENT 0xffffffff
-
-/* A Python interpreter's thread (python.h): its process's layout, copied
- * at its first look, as a Go thread's offsets are, and the context it was
- * seen to run. */
+/* A Python interpreter's thread (pyjobs.h): its process's layout, copied
+ * at its first look, as a Go thread's offsets are. */
 struct thread_py {
 	struct py_layout layout;
-	__u64 tstate;    /* its own PyThreadState; 0: not found yet */
-	__u64 ctx;       /* the context it ran at its last cut (pytasks.h) ... */
-	__u64 ctx_ver;   /* ... and the interpreter's count of context changes then */
-	__u64 base_ctx;  /* the context it polls in: its event loop's own */
-	__u64 base_conn; /* the connection of its last socket operation in its loop's own context */
-	/* The interpreter's newest free contexts when it last read a
-	 * request's bytes or an answer (pytasks.h: the next contexts made). */
-	__u64 fresh[PY_FRESH];
-	__u64 fresh_conn;     /* ... the connection whose request it served then */
-	__u64 fresh_start_ns; /* ... that request's start (0: a task's context not yet bound, fresh_via) */
-	__u64 fresh_via;
-	__u32 kind;      /* enum py_thread */
-	__u32 handed;    /* it handed a pool thread a job: its responses claim jobs */
-	__u32 lookups;   /* searches of its interpreter's thread states for its own */
-	__u32 read;      /* ctx holds a context read */
-	__u32 fresh_armed; /* fresh holds contexts to look at, at the next cut */
-	__u32 pad;
-};
-
-/* An asyncio task's (or callback's) context, in a process, and the
- * request it was last seen to serve (pytasks.h). */
-struct py_ctx_key {
-	__u32 tgid;
-	__u32 pad;
-	__u64 ctx;
-};
-
-struct py_ctx {
-	__u64 conn;     /* the served connection's cookie; 0: none yet */
-	__u64 start_ns; /* its request's start then: the binding holds while that request is open */
-	__u64 via;      /* a context it serves through (a call's answer read for a task not yet bound) */
-};
-
-/* CPU held for a destination known later (threads.h: serving.hold), by
- * process and key. */
-struct held_key {
-	__u32 tgid;
-	__u32 pad;
-	__u64 key;
+	__u64 tstate; /* its PyThreadState, seen while it held the GIL */
+	__u32 kind;   /* enum py_thread */
+	__u32 handed; /* it handed a pool thread a job: its responses claim jobs */
 };
 
 /* Where a Go thread finds its goroutine (goroutines.h). */
@@ -711,8 +637,6 @@ struct target_stats {
 	__u64 pool_held_ns;        /* pool threads' CPU held for a request known later (pyjobs.h) */
 	__u64 pool_claimed_ns;     /* of it, the part that reached its request: the rest is unattributed */
 	__u64 pool_jobs_unseen;    /* jobs a pool thread ended that it was seen to take from no request (pyjobs.h) */
-	__u64 held_ns;             /* CPU held for a destination known later (threads.h: hold) */
-	__u64 held_claimed_ns;     /* of it, the part that reached a request: the rest is unattributed */
 	__u64 stolen_ns;           /* hypervisor steal inside its threads' slices, left out (threads.h: steal_clock) */
 	struct self_runs exited_self; /* the program runs of its threads that exited */
 };

@@ -22,17 +22,10 @@ var Runtimes = map[string]reqprofRuntimeModel{
 	"asyncio": reqprofRuntimeModelRUNTIME_ASYNCIO,
 	"threads": reqprofRuntimeModelRUNTIME_THREADS,
 	"go":      reqprofRuntimeModelRUNTIME_GO,
-	// Not a --runtime of its own: what asyncio becomes where the
-	// interpreter's layout is known (followTasks).
-	asyncioTasks: reqprofRuntimeModelRUNTIME_PYTASKS,
 }
 
-// asyncioTasks is the runtime of an asyncio loop whose tasks are followed
-// by the context the interpreter says each thread runs (bpf/pytasks.h).
-const asyncioTasks = "asyncio-tasks"
-
 // RuntimeNames lists Runtimes' names, for help and errors.
-const RuntimeNames = "node, asyncio, asyncio-tasks, threads, go"
+const RuntimeNames = "node, asyncio, threads, go"
 
 // What profile.Target.RuntimeFrom says.
 const (
@@ -94,22 +87,6 @@ func (p *process) setRuntime(objs *bpfObjects, index int, given string) error {
 	} else {
 		p.runtime, p.runtimeFrom = detectRuntime(p.PID)
 	}
-	return objs.Runtimes.Update(uint32(index), uint32(Runtimes[p.runtime]), ebpf.UpdateAny)
-}
-
-// followTasks keeps the asyncio-tasks model, which --runtime asyncio-tasks
-// asks for, only on a target whose interpreter's layout the programs were
-// given (attachPools); any other falls back to the asyncio model, before its
-// threads look their model up. It is not the default: on aiohttp's server
-// (internal/testservers/backendservers) it bound most pieces by rule and
-// put the routes' difference 83-97% under the truth, where the asyncio
-// model is within 15%; on agent servers streaming a backend's pieces it
-// was within 6% where the asyncio model was 19-62% off (docs/LIMITS.md).
-func (p *process) followTasks(objs *bpfObjects, index int) error {
-	if p.runtime != asyncioTasks || p.python {
-		return nil
-	}
-	p.runtime = "asyncio"
 	return objs.Runtimes.Update(uint32(index), uint32(Runtimes[p.runtime]), ebpf.UpdateAny)
 }
 

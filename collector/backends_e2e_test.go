@@ -185,7 +185,7 @@ func checkBackendRoutes(t *testing.T, srv *calserver.Process, backend string, co
 		waitUs := float64(b.WaitNs) / float64(got.Requests) / 1e3
 		t.Logf("%s: %d requests, reqprof %.1f µs, server's burns %.1f µs; %.2f calls a request to %s, %.1f µs waiting, %.0f B in, interleaved %.1f%%",
 			route, got.Requests, means[path], truth.meanBurnUs(path), perRequest, backend, waitUs,
-			float64(b.BytesIn)/float64(got.Requests), 100*float64(got.EstimatedNs)/float64(got.CPUNs))
+			float64(b.BytesIn)/float64(got.Requests), 100*float64(got.InterleavedNs)/float64(got.CPUNs))
 		// A call is counted with the request the thread served as it
 		// wrote it: exact, save for the rare call written from another
 		// callback than its request's (as its connection opens).
@@ -315,7 +315,7 @@ http {
 		waitUs := float64(b.WaitNs) / float64(got.Requests) / 1e3
 		t.Logf("%s: %d requests, %.1f µs CPU; %.3f calls upstream a request, %.1f µs waiting, %.0f B in, %.0f B out; interleaved %.1f%%",
 			route, got.Requests, meanTotalsUs(got), perRequest, waitUs, float64(b.BytesIn)/float64(got.Requests),
-			float64(b.BytesOut)/float64(got.Requests), 100*float64(got.EstimatedNs)/float64(got.CPUNs))
+			float64(b.BytesOut)/float64(got.Requests), 100*float64(got.InterleavedNs)/float64(got.CPUNs))
 		// As for Node: exact, save for the rare call written from
 		// another event than its request's.
 		if !within(perRequest, 1, 0.01) {
@@ -383,7 +383,7 @@ func TestAsyncioForcedThreadsIsInterleaved(t *testing.T) {
 			target := targetOf(t, w.run, srv.PID())
 			for _, path := range paths {
 				got := routeTotals(target)["GET "+path]
-				share := float64(got.EstimatedNs) / float64(got.CPUNs)
+				share := float64(got.InterleavedNs) / float64(got.CPUNs)
 				t.Logf("runtime %s (%s), GET %s: %d requests, interleaved %.1f%% of its CPU", target.Runtime, target.RuntimeFrom, path, got.Requests, 100*share)
 				if runtime == "threads" && share == 0 {
 					t.Errorf("GET %s: no interleaved share profiled as threads", path)

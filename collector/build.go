@@ -158,7 +158,7 @@ func targetOf(p *process, s reqprofTargetStats) profile.Target {
 		Threads:            int(s.ThreadsSeen),
 		UnfinishedNs:       s.DroppedNs,
 		UnfinishedRequests: int(s.DroppedRequests + s.StartUnseen),
-		UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs + unclaimedPoolNs(s) + unclaimedHeldNs(s),
+		UnattributedNs:     s.UnattributedUserNs + s.UnattributedKernelNs + unclaimedPoolNs(s),
 		BetweenRequestsNs:  s.BetweenRequestsNs,
 		RunqueueNs:         s.RunqueueNs,
 		OffCPUNs:           s.OffcpuNs,
@@ -193,16 +193,6 @@ func unclaimedPoolNs(s reqprofTargetStats) uint64 {
 		return 0 // claimed while held on another CPU: the sums cross
 	}
 	return s.PoolHeldNs - s.PoolClaimedNs
-}
-
-// unclaimedHeldNs is the CPU held for a destination known later that
-// none claimed (bpf/threads.h: a Python task never seen to serve a
-// request, bpf/pytasks.h): no request's.
-func unclaimedHeldNs(s reqprofTargetStats) uint64 {
-	if s.HeldNs < s.HeldClaimedNs {
-		return 0 // claimed while held on another CPU: the sums cross
-	}
-	return s.HeldNs - s.HeldClaimedNs
 }
 
 // addOpenConn counts a connection open when the window closed, its tail
@@ -430,8 +420,6 @@ func sumStats(perCPU []reqprofTargetStats) reqprofTargetStats {
 		sum.PoolNs += s.PoolNs
 		sum.PoolHeldNs += s.PoolHeldNs
 		sum.PoolClaimedNs += s.PoolClaimedNs
-		sum.HeldNs += s.HeldNs
-		sum.HeldClaimedNs += s.HeldClaimedNs
 		sum.PoolJobsUnseen += s.PoolJobsUnseen
 	}
 	return sum

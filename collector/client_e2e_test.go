@@ -410,7 +410,7 @@ func checkAsyncioClient(t *testing.T, lib string, calls int) {
 	perCall := float64(stats.ProcessCPUNs) / float64(stats.Calls) / 1e3
 	attributed := float64(target.Finished.CPUNs+target.UnfinishedNs) / float64(w.schedCPU[cmd.Process.Pid])
 	t.Logf("%s client (runtime %s, %s): %d calls, reqprof %d; CPU per call: own %.1f µs, reqprof %.1f µs; attributed %.1f%%; interleaved %d ns",
-		lib, target.Runtime, target.RuntimeFrom, stats.Calls, got, perCall, meanFinishedCPUUs(target), 100*attributed, target.Finished.EstimatedNs)
+		lib, target.Runtime, target.RuntimeFrom, stats.Calls, got, perCall, meanFinishedCPUUs(target), 100*attributed, target.Finished.InterleavedNs)
 	// Each path's calls burn a step (100 µs) more than the path before:
 	// its mean is above that path's by more than half a step when the
 	// split follows the tasks (a piece given to the wrong task blurs the

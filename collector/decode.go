@@ -147,7 +147,6 @@ func requestOf(r *reqprofRequestRecord) profile.Request {
 		End:                 time.Duration(r.EndNs),
 		Interleaved:         r.Flags&uint32(reqprofRecordFlagsREQ_INTERLEAVED) != 0,
 		UserNs:              c.UserNs,
-		EstimatedNs:         c.EstimatedNs,
 		KernelNs:            c.SyscallNs + softirq + c.IrqNs,
 		SyscallNs:           c.SyscallNs,
 		SoftirqNs:           softirq,

@@ -143,12 +143,11 @@ func attachPools(objs *bpfObjects, procs []*process) []link.Link {
 	for _, p := range procs {
 		p.pool = PoolNone
 		for _, pid := range append([]int{p.PID}, p.members...) {
-			made, status, python := attachPool(objs, pid)
+			made, status := attachPool(objs, pid)
 			links = append(links, made...)
 			if status != PoolNone && p.pool != PoolFollowed {
 				p.pool = status
 			}
-			p.python = p.python || python
 		}
 	}
 	return links
@@ -156,24 +155,19 @@ func attachPools(objs *bpfObjects, procs []*process) []link.Link {
 
 // attachPool attaches the pool probes in pid if it runs libuv, or gives
 // the programs its interpreter's layout if it runs CPython.
-func attachPool(objs *bpfObjects, pid int) (links []link.Link, status string, python bool) {
-	// CPython first: uvloop links libuv, whose pool CPython's work never
-	// runs on (its executors are Python threads), and whose
-	// uv_async_send every call_soon_threadsafe would trap into.
-	if status, python = followPython(objs, pid); python {
-		return nil, status, true
-	}
+func attachPool(objs *bpfObjects, pid int) ([]link.Link, string) {
 	path, err := libuvBinary(pid)
 	if err != nil {
-		return nil, PoolNone, false // gone
+		return nil, PoolNone // gone
 	}
 	if path == "" {
-		return nil, status, false
+		return nil, followPython(objs, pid)
 	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
-		return nil, "not followed: " + err.Error(), false
+		return nil, "not followed: " + err.Error()
 	}
+	var links []link.Link
 	for _, probe := range libuvProbes {
 		l, err := ex.Uprobe(probe.symbol, probe.program(&objs.reqprofPrograms), &link.UprobeOptions{PID: pid})
 		if err != nil {
@@ -183,11 +177,27 @@ func attachPool(objs *bpfObjects, pid int) (links []link.Link, status string, py
 			for _, made := range links {
 				made.Close()
 			}
-			return nil, fmt.Sprintf("not followed: uprobe on %s: %v", probe.symbol, err), false
+			return nil, fmt.Sprintf("not followed: uprobe on %s: %v", probe.symbol, err)
 		}
 		links = append(links, l)
 	}
-	return links, PoolFollowed, false
+	return links, PoolFollowed
+}
+
+// followPython gives the programs pid's interpreter's layout, if it
+// runs a CPython whose layout is known, and says how its pool is followed.
+func followPython(objs *bpfObjects, pid int) string {
+	layout, err := pythonLayout(pid)
+	if errors.Is(err, errNotPython) {
+		return PoolNone
+	}
+	if err != nil {
+		return "not followed: " + err.Error()
+	}
+	if err := objs.PyLayouts.Update(uint32(pid), &layout, ebpf.UpdateAny); err != nil {
+		return "not followed: " + err.Error()
+	}
+	return PoolFollowed
 }
 
 // poolCalibrationCalls is how many calls of poolCalibrationPoint each

@@ -100,7 +100,6 @@ type reqprofConnState struct {
 		Answering    uint32
 		OwnerInTail  uint32
 		Peer         reqprofBackendPeer
-		OwnerCtx     uint64
 	}
 	OutOff  uint64
 	SetupSk uint64
@@ -123,7 +122,6 @@ type reqprofCost struct {
 	Wakeups             uint32
 	Interrupts          uint32
 	PoolProbes          uint32
-	EstimatedNs         uint64
 	Syscalls            [12]reqprofSyscallSlot
 }
 
@@ -155,13 +153,6 @@ type reqprofGoroutineKey struct {
 	Tgid uint32
 	Pad  uint32
 	Goid uint64
-}
-
-type reqprofHeldKey struct {
-	_    structs.HostLayout
-	Tgid uint32
-	Pad  uint32
-	Key  uint64
 }
 
 type reqprofInterpKind uint32
@@ -205,11 +196,8 @@ const (
 	reqprofLimitsMAX_GOROUTINES       reqprofLimits = 65536
 	reqprofLimitsMAX_POOL_JOBS        reqprofLimits = 16384
 	reqprofLimitsMAX_PY_JOBS          reqprofLimits = 4096
-	reqprofLimitsMAX_PY_CONTEXTS      reqprofLimits = 16384
-	reqprofLimitsMAX_PY_THREADS       reqprofLimits = 64
-	reqprofLimitsMAX_PY_LOOKUPS       reqprofLimits = 8
-	reqprofLimitsMAX_HELD             reqprofLimits = 16384
-	reqprofLimitsPY_FRESH             reqprofLimits = 4
+	reqprofLimitsMAX_PY_FRAMES        reqprofLimits = 96
+	reqprofLimitsPY_FRAME_SPAN        reqprofLimits = 32
 	reqprofLimitsMAX_HANDOFF_DEPTH    reqprofLimits = 4
 	reqprofLimitsMAX_CONNS            reqprofLimits = 65536
 	reqprofLimitsNR_SOFTIRQS          reqprofLimits = 10
@@ -244,20 +232,6 @@ type reqprofPoolJobKey struct {
 	Work uint64
 }
 
-type reqprofPyCtx struct {
-	_       structs.HostLayout
-	Conn    uint64
-	StartNs uint64
-	Via     uint64
-}
-
-type reqprofPyCtxKey struct {
-	_    structs.HostLayout
-	Tgid uint32
-	Pad  uint32
-	Ctx  uint64
-}
-
 type reqprofPyJob struct {
 	_               structs.HostLayout
 	Cost            reqprofCost
@@ -275,19 +249,14 @@ type reqprofPyJobKey struct {
 }
 
 type reqprofPyLayout struct {
-	_             structs.HostLayout
-	Interp        uint64
-	TstateCurrent uint64
-	Gil           uint64
-	CtxFreelist   uint64
-	GilLastHolder uint32
-	GilLocked     uint32
-	InterpThreads uint32
-	TstateNext    uint32
-	TstateTid     uint32
-	TstatePthread uint32
-	TstateContext uint32
-	CtxNextFree   uint32
+	_               structs.HostLayout
+	TstateCurrent   uint64
+	TstateNativeTid uint32
+	TstateCframe    uint32
+	CframeCurrent   uint32
+	FramePrevious   uint32
+	FrameOwner      uint32
+	OwnerGenerator  uint32
 }
 
 type reqprofRecordFlags uint32
@@ -344,7 +313,6 @@ const (
 	reqprofRuntimeModelRUNTIME_IMMEDIATE reqprofRuntimeModel = 1
 	reqprofRuntimeModelRUNTIME_ASYNCIO   reqprofRuntimeModel = 2
 	reqprofRuntimeModelRUNTIME_GO        reqprofRuntimeModel = 3
-	reqprofRuntimeModelRUNTIME_PYTASKS   reqprofRuntimeModel = 4
 )
 
 type reqprofSampleFlags uint32
@@ -470,8 +438,6 @@ type reqprofTargetStats struct {
 	PoolHeldNs           uint64
 	PoolClaimedNs        uint64
 	PoolJobsUnseen       uint64
-	HeldNs               uint64
-	HeldClaimedNs        uint64
 	StolenNs             uint64
 	ExitedSelf           reqprofSelfRuns
 }
@@ -492,8 +458,6 @@ type reqprofThreadState struct {
 		StealAtNs     uint64
 		Mode          uint32
 		SyscallNr     uint32
-		Estimated     uint32
-		Pad           uint32
 	}
 	Self    reqprofSelfRuns
 	Serving struct {
@@ -509,9 +473,6 @@ type reqprofThreadState struct {
 		Dirty          uint32
 		SetupSk        uint64
 		UnattributedNs uint64
-		Hold           uint64
-		ByRule         uint32
-		Pad2           uint32
 		Pending        reqprofCost
 	}
 	Waits struct {
@@ -542,23 +503,11 @@ type reqprofThreadState struct {
 		Pad        uint32
 	}
 	Py struct {
-		_            structs.HostLayout
-		Layout       reqprofPyLayout
-		Tstate       uint64
-		Ctx          uint64
-		CtxVer       uint64
-		BaseCtx      uint64
-		BaseConn     uint64
-		Fresh        [4]uint64
-		FreshConn    uint64
-		FreshStartNs uint64
-		FreshVia     uint64
-		Kind         uint32
-		Handed       uint32
-		Lookups      uint32
-		Read         uint32
-		FreshArmed   uint32
-		Pad          uint32
+		_      structs.HostLayout
+		Layout reqprofPyLayout
+		Tstate uint64
+		Kind   uint32
+		Handed uint32
 	}
 	Loop struct {
 		_     structs.HostLayout
@@ -594,14 +543,11 @@ const (
 	reqprofMapCpus                 = "cpus"
 	reqprofMapGoLayouts            = "go_layouts"
 	reqprofMapGoroutines           = "goroutines"
-	reqprofMapHeld                 = "held"
-	reqprofMapHeldTemplate         = "held_template"
 	reqprofMapInterpLayouts        = "interp_layouts"
 	reqprofMapInterpScratch        = "interp_scratch"
 	reqprofMapListenPorts          = "listen_ports"
 	reqprofMapListenUnix           = "listen_unix"
 	reqprofMapPoolJobs             = "pool_jobs"
-	reqprofMapPyCtxs               = "py_ctxs"
 	reqprofMapPyJobTemplate        = "py_job_template"
 	reqprofMapPyJobs               = "py_jobs"
 	reqprofMapPyLayouts            = "py_layouts"
@@ -764,14 +710,11 @@ type reqprofMapSpecs struct {
 	Cpus            *ebpf.MapSpec `ebpf:"cpus"`
 	GoLayouts       *ebpf.MapSpec `ebpf:"go_layouts"`
 	Goroutines      *ebpf.MapSpec `ebpf:"goroutines"`
-	Held            *ebpf.MapSpec `ebpf:"held"`
-	HeldTemplate    *ebpf.MapSpec `ebpf:"held_template"`
 	InterpLayouts   *ebpf.MapSpec `ebpf:"interp_layouts"`
 	InterpScratch   *ebpf.MapSpec `ebpf:"interp_scratch"`
 	ListenPorts     *ebpf.MapSpec `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.MapSpec `ebpf:"listen_unix"`
 	PoolJobs        *ebpf.MapSpec `ebpf:"pool_jobs"`
-	PyCtxs          *ebpf.MapSpec `ebpf:"py_ctxs"`
 	PyJobTemplate   *ebpf.MapSpec `ebpf:"py_job_template"`
 	PyJobs          *ebpf.MapSpec `ebpf:"py_jobs"`
 	PyLayouts       *ebpf.MapSpec `ebpf:"py_layouts"`
@@ -866,14 +809,11 @@ type reqprofMaps struct {
 	Cpus            *ebpf.Map `ebpf:"cpus"`
 	GoLayouts       *ebpf.Map `ebpf:"go_layouts"`
 	Goroutines      *ebpf.Map `ebpf:"goroutines"`
-	Held            *ebpf.Map `ebpf:"held"`
-	HeldTemplate    *ebpf.Map `ebpf:"held_template"`
 	InterpLayouts   *ebpf.Map `ebpf:"interp_layouts"`
 	InterpScratch   *ebpf.Map `ebpf:"interp_scratch"`
 	ListenPorts     *ebpf.Map `ebpf:"listen_ports"`
 	ListenUnix      *ebpf.Map `ebpf:"listen_unix"`
 	PoolJobs        *ebpf.Map `ebpf:"pool_jobs"`
-	PyCtxs          *ebpf.Map `ebpf:"py_ctxs"`
 	PyJobTemplate   *ebpf.Map `ebpf:"py_job_template"`
 	PyJobs          *ebpf.Map `ebpf:"py_jobs"`
 	PyLayouts       *ebpf.Map `ebpf:"py_layouts"`
@@ -900,14 +840,11 @@ func (m *reqprofMaps) Close() error {
 		m.Cpus,
 		m.GoLayouts,
 		m.Goroutines,
-		m.Held,
-		m.HeldTemplate,
 		m.InterpLayouts,
 		m.InterpScratch,
 		m.ListenPorts,
 		m.ListenUnix,
 		m.PoolJobs,
-		m.PyCtxs,
 		m.PyJobTemplate,
 		m.PyJobs,
 		m.PyLayouts,

@@ -318,7 +318,6 @@ func zeroCost(r profile.Request) profile.Request {
 // plusCost is a with b's costs added; a's identity and times are kept.
 func plusCost(a, b profile.Request) profile.Request {
 	a.UserNs += b.UserNs
-	a.EstimatedNs += b.EstimatedNs
 	a.SyscallNs += b.SyscallNs
 	a.SoftirqNs += b.SoftirqNs
 	a.IrqNs += b.IrqNs
@@ -339,7 +338,6 @@ func costWithin(a, lo, hi profile.Request) profile.Request {
 	in := func(v, l, h uint64) uint64 { return max(l, min(v, h)) }
 	in32 := func(v, l, h uint32) uint32 { return max(l, min(v, h)) }
 	a.UserNs = in(a.UserNs, lo.UserNs, hi.UserNs)
-	a.EstimatedNs = in(a.EstimatedNs, lo.EstimatedNs, hi.EstimatedNs)
 	a.SyscallNs = in(a.SyscallNs, lo.SyscallNs, hi.SyscallNs)
 	a.SoftirqNs = in(a.SoftirqNs, lo.SoftirqNs, hi.SoftirqNs)
 	a.IrqNs = in(a.IrqNs, lo.IrqNs, hi.IrqNs)
@@ -360,7 +358,6 @@ func costDiff(a, b profile.Request) profile.Request {
 	d32 := func(x, y uint32) uint32 { return x - min(x, y) }
 	var r profile.Request
 	r.UserNs = d(a.UserNs, b.UserNs)
-	r.EstimatedNs = d(a.EstimatedNs, b.EstimatedNs)
 	r.SyscallNs = d(a.SyscallNs, b.SyscallNs)
 	r.SoftirqNs = d(a.SoftirqNs, b.SoftirqNs)
 	r.IrqNs = d(a.IrqNs, b.IrqNs)

@@ -172,11 +172,6 @@ func (s *session) profile(ctx context.Context, cfg Config) (profile.Run, error) 
 // figures (without it, what the probes' traps cost stays in them).
 func (s *session) attachPools() {
 	links := attachPools(s.objs, s.procs)
-	for i, p := range s.procs {
-		if err := p.followTasks(s.objs, i); err != nil {
-			p.runtime = "asyncio" // its threads were told nothing new
-		}
-	}
 	if len(links) == 0 {
 		return
 	}

@@ -110,7 +110,7 @@ func TestAsyncioToThreadEstimated(t *testing.T) {
 	var cpu, estimated uint64
 	for _, totals := range routeTotals(target) {
 		cpu += totals.CPUNs
-		estimated += totals.EstimatedNs
+		estimated += totals.InterleavedNs
 	}
 	attributed := float64(target.AttributedNs()) / float64(target.ProcessNs())
 	t.Logf("/heavy − /light: reqprof %.1f µs, server %.1f µs (%+.1f%%); %.1f%% of the process's CPU attributed, %.1f%% of the routes' estimated; %d jobs queued, %d done, %d taken unseen",

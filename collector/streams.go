@@ -315,7 +315,6 @@ func share(r profile.Request, n int, first bool) profile.Request {
 	}
 	part32 := func(v uint32) uint32 { return uint32(part(uint64(v))) }
 	r.UserNs = part(r.UserNs)
-	r.EstimatedNs = part(r.EstimatedNs)
 	r.SelfNs = part(r.SelfNs)
 	r.SyscallNs = part(r.SyscallNs)
 	r.SoftirqNs = part(r.SoftirqNs)
@@ -338,7 +337,6 @@ func share(r profile.Request, n int, first bool) profile.Request {
 // carried one did: the carried burst's tail is in r's latency, no tail.
 func merge(r, carried profile.Request) profile.Request {
 	r.UserNs += carried.UserNs
-	r.EstimatedNs += carried.EstimatedNs
 	r.SelfNs += carried.SelfNs
 	r.SyscallNs += carried.SyscallNs
 	r.SoftirqNs += carried.SoftirqNs

@@ -39,8 +39,6 @@ type process struct {
 	// runtime is how its threads resume a request whose backend answered
 	// (a name in Runtimes), and runtimeFrom how it was chosen.
 	runtime, runtimeFrom string
-	// python: it runs a CPython whose layout the programs were given.
-	python bool
 	// role is what its outbound connections are (a profile.Role*
 	// value), and roleFrom how it was chosen.
 	role, roleFrom string

@@ -35,13 +35,6 @@ type Request struct {
 	// out of the figures above, unless the run was made gross.
 	SelfNs uint64
 
-	// EstimatedNs is the part of its CPU apportioned to it by a rule
-	// rather than seen to serve it: pieces of an asyncio loop thread's
-	// time in which its interpreter showed another task at their end
-	// than at their start, a task's time after the request it served
-	// ended (bpf/pytasks.h). EstimatedCPUNs bounds it by CPUNs.
-	EstimatedNs uint64
-
 	// TailNs is the part of its CPU (UserNs + KernelNs) after its last
 	// response byte was written: its thread's loop until it turned to
 	// other work (its next request's read, another connection, a wait for
@@ -111,15 +104,6 @@ type KernelCost struct {
 
 // CPUNs is the request's whole on-CPU time.
 func (r Request) CPUNs() uint64 { return r.UserNs + r.KernelNs }
-
-// EstimatedCPUNs is how much of its CPU was apportioned to it by a rule:
-// all of it when it was Interleaved.
-func (r Request) EstimatedCPUNs() uint64 {
-	if r.Interleaved {
-		return r.CPUNs()
-	}
-	return min(r.EstimatedNs, r.CPUNs())
-}
 
 // Target is everything measured for one profiled process over the window.
 type Target struct {
@@ -355,10 +339,9 @@ type Totals struct {
 	MaxLatencyNs   uint64
 	MaxFirstByteNs uint64
 
-	// EstimatedNs is how much of CPUNs was apportioned by a rule rather
-	// than seen: requests' EstimatedNs, and the whole CPU of those that
-	// were Interleaved.
-	EstimatedNs uint64
+	// InterleavedNs is the CPU of the requests that were Interleaved:
+	// how much of CPUNs is estimated.
+	InterleavedNs uint64
 }
 
 // Add counts one finished request. It allocates nothing: the collector
@@ -390,7 +373,9 @@ func (t *Totals) Add(r Request) {
 	t.MaxOffCPUNs = max(t.MaxOffCPUNs, r.OffCPUNs)
 	t.MaxLatencyNs = max(t.MaxLatencyNs, latency)
 	t.MaxFirstByteNs = max(t.MaxFirstByteNs, firstByte)
-	t.EstimatedNs += r.EstimatedCPUNs()
+	if r.Interleaved {
+		t.InterleavedNs += cpu
+	}
 }
 
 // MixedProtocols is the protocol of totals over requests that came by
@@ -436,7 +421,7 @@ func (t *Totals) Merge(o Totals) {
 	t.MaxOffCPUNs = max(t.MaxOffCPUNs, o.MaxOffCPUNs)
 	t.MaxLatencyNs = max(t.MaxLatencyNs, o.MaxLatencyNs)
 	t.MaxFirstByteNs = max(t.MaxFirstByteNs, o.MaxFirstByteNs)
-	t.EstimatedNs += o.EstimatedNs
+	t.InterleavedNs += o.InterleavedNs
 }
 
 // RouteKey is what a request is grouped by: its route name and the local

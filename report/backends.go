@@ -22,22 +22,10 @@ type BackendSummary struct {
 // runtimeMeanings say how each runtime's threads were taken to resume a
 // request whose backend answered.
 var runtimeMeanings = map[string]string{
-	"node":       "a backend's answer resumes its request at once",
-	"asyncio":    "a write claims the loop's CPU since its last read, write or poll; a call is the woken task's due first",
-	"threads":    "a request's thread reads its backend's answers",
-	"go":         "goroutines followed",
-	asyncioTasks: "each thread's running task read from the interpreter at every syscall and switch, and charged to the request it reads or writes",
-}
-
-// asyncioTasks is the runtime of an asyncio loop whose tasks are followed
-// by their context (collector: asyncio-tasks).
-const asyncioTasks = "asyncio-tasks"
-
-// estimatedWhy says, for a target whose tasks are followed or not, what
-// its estimated CPU is.
-var estimatedWhy = map[bool]string{
-	false: "which request it served could not be told (a loop of a runtime reqprof has no model of, see --runtime, or jobs queued to a pool)",
-	true:  "stretches between two syscalls in which the interpreter showed another task at the end than at the start, split between the two at its midpoint",
+	"node":    "a backend's answer resumes its request at once",
+	"asyncio": "a write claims the loop's CPU since its last read, write or poll; a call is the woken task's due first",
+	"threads": "a request's thread reads its backend's answers",
+	"go":      "goroutines followed",
 }
 
 // summarizeBackends sums the backends of the routes keep takes, by peer,
@@ -82,20 +70,20 @@ func summarizeBackends(backends []profile.Backend, requests int, keep func(profi
 	return out
 }
 
-// estimatedShare is the share of totals' CPU that is estimated, in
+// interleavedShare is the share of totals' CPU that is estimated, in
 // percent; 0 when none is.
-func estimatedShare(t profile.Totals) float64 {
+func interleavedShare(t profile.Totals) float64 {
 	if t.CPUNs == 0 {
 		return 0
 	}
-	return 100 * float64(t.EstimatedNs) / float64(t.CPUNs)
+	return 100 * float64(t.InterleavedNs) / float64(t.CPUNs)
 }
 
 // writeBackends says how backends' answers were followed, what the
 // target's requests and each route's waited on, and how much of their CPU
 // is estimated.
 func writeBackends(b *bytes.Buffer, t TargetSummary) {
-	if t.Runtime != "" && (len(t.Backends) > 0 || t.Estimated > 0 || t.RuntimeFrom == "--runtime") {
+	if t.Runtime != "" && (len(t.Backends) > 0 || t.Interleaved > 0 || t.RuntimeFrom == "--runtime") {
 		fmt.Fprintf(b, "runtime: %s (%s): %s\n", printable(t.Runtime), printable(t.RuntimeFrom), runtimeMeanings[t.Runtime])
 	}
 	for _, be := range t.Backends {
@@ -108,12 +96,12 @@ func writeBackends(b *bytes.Buffer, t TargetSummary) {
 				hundredths(be.CallsPerRequest), tenths(be.WaitUs))
 		}
 	}
-	if t.Estimated > 0 {
-		fmt.Fprintf(b, "estimated: %s%% of requests' CPU was apportioned by a rule, not seen: %s\n",
-			tenths(t.Estimated), estimatedWhy[t.Runtime == asyncioTasks])
+	if t.Interleaved > 0 {
+		fmt.Fprintf(b, "interleaved: %s%% of requests' CPU is estimated: which request it served could not be told (a loop of a runtime reqprof has no model of, see --runtime, or jobs queued to a pool)\n",
+			tenths(t.Interleaved))
 		for _, r := range t.Routes {
-			if r.Estimated > 0 {
-				fmt.Fprintf(b, "  %s: %s%%\n", printable(r.Route), tenths(r.Estimated))
+			if r.Interleaved > 0 {
+				fmt.Fprintf(b, "  %s: %s%%\n", printable(r.Route), tenths(r.Interleaved))
 			}
 		}
 	}

@@ -34,13 +34,13 @@ func TestBackendsPerRequest(t *testing.T) {
 		t.Errorf("no backends summarized as %+v, want nil", got)
 	}
 	var out bytes.Buffer
-	writeBackends(&out, TargetSummary{Runtime: "node", RuntimeFrom: "detected", Backends: all, Estimated: 12.5,
-		Routes: []RouteSummary{{Route: "GET /b", Backends: onlyB, Estimated: 20}}})
+	writeBackends(&out, TargetSummary{Runtime: "node", RuntimeFrom: "detected", Backends: all, Interleaved: 12.5,
+		Routes: []RouteSummary{{Route: "GET /b", Backends: onlyB, Interleaved: 20}}})
 	for _, line := range []string{
 		"runtime: node (detected): a backend's answer resumes its request at once",
 		"backend 127.0.0.1:9400: 1.50 calls a request, 750.0 µs waiting, 61.5 B in, 51.0 B out",
 		"  GET /b → 127.0.0.1:9400: 2.00 calls a request, 1,000.0 µs waiting",
-		"estimated: 12.5% of requests' CPU was apportioned by a rule, not seen",
+		"interleaved: 12.5% of requests' CPU is estimated",
 		"  GET /b: 20.0%",
 	} {
 		if !strings.Contains(out.String(), line) {

@@ -286,9 +286,9 @@ func backendsRun() profile.Run {
 		if i == 0 {
 			t.Backends = append(t.Backends, profile.Backend{Route: key, Peer: "[::1]:5432",
 				Calls: n, WaitNs: n * 1_250_000, BytesIn: n * 2048, BytesOut: n * 64})
-			totals.EstimatedNs = totals.CPUNs / 4
+			totals.InterleavedNs = totals.CPUNs / 4
 			t.RouteTotals[key] = totals
-			t.Finished.EstimatedNs += totals.EstimatedNs
+			t.Finished.InterleavedNs += totals.InterleavedNs
 		}
 	}
 	return run

@@ -68,7 +68,6 @@ func ReadJSON(r io.Reader) (Summary, error) {
 	if err := checkRanges(s); err != nil {
 		return Summary{}, fmt.Errorf("invalid reqprof run: %w", err)
 	}
-	readLegacyEstimated(data, &s)
 	// Files written before commit was kept have the commit, if any, as
 	// reqprof_version.
 	if s.Commit == "" {
@@ -492,32 +491,4 @@ func sampledOf(requests int, sampled *int, where string) (int, error) {
 		return 0, fmt.Errorf("%s.sampled_requests is %d, want 0 to requests, %d", where, *sampled, requests)
 	}
 	return *sampled, nil
-}
-
-// readLegacyEstimated reads the estimated shares of a file written before
-// they were named so, when all that was estimated was whole requests
-// interleaved: "interleaved", per target and route.
-func readLegacyEstimated(data []byte, s *Summary) {
-	var legacy struct {
-		Targets []struct {
-			Interleaved float64 `json:"interleaved"`
-			Routes      []struct {
-				Interleaved float64 `json:"interleaved"`
-			} `json:"routes"`
-		} `json:"targets"`
-	}
-	if json.Unmarshal(data, &legacy) != nil || len(legacy.Targets) != len(s.Targets) {
-		return
-	}
-	for i, lt := range legacy.Targets {
-		t := &s.Targets[i]
-		if t.Estimated == 0 {
-			t.Estimated = lt.Interleaved
-		}
-		for j, lr := range lt.Routes {
-			if j < len(t.Routes) && t.Routes[j].Estimated == 0 {
-				t.Routes[j].Estimated = lr.Interleaved
-			}
-		}
-	}
 }

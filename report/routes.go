@@ -56,10 +56,9 @@ type RouteSummary struct {
 	// Backends are what its requests waited on, per peer; absent when
 	// they called none.
 	Backends []BackendSummary `json:"backends,omitempty"`
-	// Estimated is the share of its CPU, in percent, apportioned to its
-	// requests by a rule rather than seen to serve them
-	// (profile.Request.EstimatedCPUNs).
-	Estimated float64 `json:"estimated,omitempty"`
+	// Interleaved is the share of its CPU, in percent, that is estimated
+	// (profile.Request.Interleaved).
+	Interleaved float64 `json:"interleaved,omitempty"`
 	// SetupUs is the mean of its requests' connection setup and teardown,
 	// part of CPUUs (TargetSummary.SetupUs).
 	SetupUs float64 `json:"setup_us"`
@@ -171,16 +170,16 @@ func summarizeRoute(name string, g *routeGroup, sample []profile.Request) RouteS
 	}
 	t := g.totals
 	route := RouteSummary{
-		Route:     name,
-		Estimated: roundTenth(estimatedShare(t)),
-		Protocol:  t.Protocol,
-		Requests:  t.Requests,
-		CPUUs:     sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
-		UserUs:    sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
-		KernelUs:  sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
-		LatencyUs: sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
-		SetupUs:   perRequestUs(t.SetupNs, t.Requests),
-		Peer:      g.peer,
+		Route:       name,
+		Interleaved: roundTenth(interleavedShare(t)),
+		Protocol:    t.Protocol,
+		Requests:    t.Requests,
+		CPUUs:       sampledDist(cpu, t.CPUNs, t.Requests, t.MaxCPUNs),
+		UserUs:      sampledDist(user, t.UserNs, t.Requests, t.MaxUserNs),
+		KernelUs:    sampledDist(kernel, t.KernelNs, t.Requests, t.MaxKernelNs),
+		LatencyUs:   sampledDist(latency, t.LatencyNs, t.Requests, t.MaxLatencyNs),
+		SetupUs:     perRequestUs(t.SetupNs, t.Requests),
+		Peer:        g.peer,
 	}
 	if g.peer != "" {
 		route.Role = profile.RoleClient

@@ -203,9 +203,9 @@ type TargetSummary struct {
 	// Backends are what its requests waited on, per peer of its outbound
 	// connections; absent when they called none.
 	Backends []BackendSummary `json:"backends,omitempty"`
-	// Estimated is the share of its requests' CPU, in percent, that is
-	// estimated (see RouteSummary.Estimated).
-	Estimated float64 `json:"estimated,omitempty"`
+	// Interleaved is the share of its requests' CPU, in percent, that is
+	// estimated (see RouteSummary.Interleaved).
+	Interleaved float64 `json:"interleaved,omitempty"`
 
 	// Stacks say where its CPU went inside its requests, from stack
 	// samples; absent unless they were taken (--stacks).
@@ -398,7 +398,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		Role:          t.Role,
 		RoleFrom:      t.RoleFrom,
 		Backends:      summarizeBackends(t.Backends, n, func(profile.RouteKey) bool { return true }),
-		Estimated:     roundTenth(estimatedShare(totals)),
+		Interleaved:   roundTenth(interleavedShare(totals)),
 		StealUs:       roundTenth(usFromNs(t.StolenNs)),
 
 		Warnings: warnings(t),

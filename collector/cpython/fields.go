@@ -65,7 +65,6 @@ var fieldSpecs = []fieldSpec{
 	{"InterpThreadsHead", merge(only("_is.tstate_head", 10), from(11, "_is.threads.head")), func(d *debugOffsets) uint64 { return d.InterpreterState.ThreadsHead }},
 	{"InterpCevalGIL", from(12, "_is.ceval.gil"), func(d *debugOffsets) uint64 { return d.InterpreterState.CevalGIL }},
 	{"InterpGIL", from(12, "_is._gil"), func(d *debugOffsets) uint64 { return d.InterpreterState.GILRuntimeState }},
-	{"InterpContextFreelist", merge(only("_is.context.freelist", 10, 11, 12), only("_is.object_state.freelists.contexts.items", 13)), nil},
 
 	{"GILLastHolder", all("_gil_runtime_state.last_holder"), func(d *debugOffsets) uint64 {
 		return d.InterpreterState.GILRuntimeStateHolder - d.InterpreterState.GILRuntimeState
@@ -84,7 +83,6 @@ var fieldSpecs = []fieldSpec{
 	{"CframeCurrentFrame", only("_PyCFrame.current_frame", 11, 12), nil},
 	{"TstateContext", all("_ts.context"), nil},
 	{"TstateContextVer", all("_ts.context_ver"), nil},
-	{"ContextNextFree", all("_pycontextobject.ctx_weakreflist"), nil},
 
 	{"FramePrevious", merge(only("_frame.f_back", 10), from(11, "_PyInterpreterFrame.previous")), func(d *debugOffsets) uint64 { return d.InterpreterFrame.Previous }},
 	{"FrameCode", merge(only("_frame.f_code", 10), only("_PyInterpreterFrame.f_code", 11, 12), from(13, "_PyInterpreterFrame.f_executable")), func(d *debugOffsets) uint64 { return d.InterpreterFrame.Executable }},

@@ -38,11 +38,6 @@ type Layout struct {
 	InterpThreadsHead uint64
 	InterpCevalGIL    uint64
 	InterpGIL         uint64
-	// The interpreter's free contexts (contextvars.Context objects
-	// deallocated, kept for the next to be made): the newest, each
-	// linking to the next by its ctx_weakreflist, and their count (an
-	// int) after it. A context made takes the newest.
-	InterpContextFreelist uint64
 
 	// struct _gil_runtime_state: the last thread state to take the GIL,
 	// and whether it is held (an int).
@@ -67,8 +62,6 @@ type Layout struct {
 	CframeCurrentFrame   uint64
 	TstateContext        uint64
 	TstateContextVer     uint64
-	// In a free context (InterpContextFreelist), the next free one.
-	ContextNextFree uint64
 
 	// A frame: PyFrameObject in 3.10, _PyInterpreterFrame from 3.11. Its
 	// caller's (or, for a coroutine's, the frame that resumed it), its

@@ -78,27 +78,12 @@ typedef struct pyruntimestate {
 	PAD(pad3, 166688 - 584);
 } _PyRuntimeState;
 
-typedef struct _pycontextobject PyContext;
-
-struct _pycontextobject {
-	PyObject ob_base;
-	PyContext *ctx_prev;
-	void *ctx_vars;
-	PyObject *ctx_weakreflist;
-	int ctx_entered;
-};
-
 struct _is {
 	struct _is *next;
 	PAD(pad0, 8);
 	struct pythreads {
 		PyThreadState *head;
 	} threads;
-	PAD(pad1, 7112 - 24);
-	struct _Py_context_state {
-		PyContext *freelist;
-		int numfree;
-	} context;
 };
 
 typedef struct _PyInterpreterFrame _PyInterpreterFrame;
@@ -168,8 +153,6 @@ _Static_assert(offsetof(_PyRuntimeState, ceval.gil) == 360, "ceval.gil");
 _Static_assert(offsetof(_PyRuntimeState, gilstate.tstate_current) == 576, "tstate_current");
 _Static_assert(offsetof(struct _ts, native_thread_id) == 160, "native_thread_id");
 _Static_assert(offsetof(struct _ts, context_ver) == 232, "context_ver");
-_Static_assert(offsetof(struct _is, context.freelist) == 7112, "context.freelist");
-_Static_assert(offsetof(struct _pycontextobject, ctx_weakreflist) == 32, "ctx_weakreflist");
 _Static_assert(offsetof(_PyInterpreterFrame, previous) == 48, "previous");
 _Static_assert(offsetof(_PyInterpreterFrame, owner) == 69, "owner");
 _Static_assert(offsetof(PyCodeObject, co_code_adaptive) == 184, "co_code_adaptive");
@@ -187,4 +170,3 @@ PyCompactUnicodeObject a_str;
 PyGenObject a_gen;
 struct _typeobject a_type;
 enum _frameowner an_owner;
-PyContext a_context;
