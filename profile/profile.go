@@ -247,10 +247,6 @@ type SelfCost struct {
 	// TotalNs is over all the target's threads, served a request or not:
 	// what its process's CPU includes of it.
 	TotalNs uint64
-	// PerRequestSpreadNs is how far the own cost per finished request
-	// (Finished.SelfNs over the requests) may be from the true one, as
-	// the collector states it; 0 when it states none.
-	PerRequestSpreadNs uint64
 }
 
 // AttributedNs is CPU charged to any request, finished or not.

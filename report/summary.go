@@ -407,8 +407,7 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 		ts.ExecdAfterS = roundTenth(t.ExecdAfter.Seconds())
 	}
 	if t.SelfCost.Measured {
-		ts.SelfCostUs = &SelfCostSummary{Total: roundHundredth(usFromNs(t.SelfCost.TotalNs)), TakenOut: !t.SelfCost.Kept,
-			PerRequestSpread: roundHundredth(float64(t.SelfCost.PerRequestSpreadNs) / 1e3)}
+		ts.SelfCostUs = &SelfCostSummary{Total: roundHundredth(usFromNs(t.SelfCost.TotalNs)), TakenOut: !t.SelfCost.Kept}
 		if n > 0 {
 			ts.SelfCostUs.PerRequest = roundHundredth(float64(totals.SelfNs) / 1e3 / float64(n))
 		}
@@ -644,14 +643,11 @@ func liteSummary(lite bool) *LiteSummary {
 // SelfCostSummary is reqprof's own cost in a target's context: per
 // finished request (its mean), and over all the target's threads in the
 // window. TakenOut says whether the request figures are net of it (the
-// default) or keep it (--gross). PerRequestSpread is how far PerRequest
-// may be from the true cost, when the collector stated it; absent when it
-// did not.
+// default) or keep it (--gross).
 type SelfCostSummary struct {
-	PerRequest       float64 `json:"per_request"`
-	PerRequestSpread float64 `json:"per_request_spread,omitempty"`
-	Total            float64 `json:"total"`
-	TakenOut         bool    `json:"taken_out"`
+	PerRequest float64 `json:"per_request"`
+	Total      float64 `json:"total"`
+	TakenOut   bool    `json:"taken_out"`
 }
 
 // TimeSplitSummary is where a mean finished request's CPU and time went,

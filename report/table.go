@@ -499,9 +499,6 @@ func selfCostLine(t TargetSummary, o *OverheadSummary, windowS float64) string {
 		return ""
 	}
 	cost := smallUs(c.PerRequest)
-	if c.PerRequestSpread > 0 {
-		cost += " ± " + smallUs(c.PerRequestSpread)
-	}
 	basis := "its programs' run time in this process's threads: each run counted, costed at the time measured for its kind"
 	switch {
 	case o == nil || o.BPFCPUUs == nil:
