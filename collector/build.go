@@ -306,7 +306,9 @@ func (b *runBuilder) run(meta profile.Meta, startNs, endNs uint64) profile.Run {
 		t.RouteTotals = p.finished.routeTotals()
 		t.Requests = p.finished.sample.kept
 		if b.selfRates != nil {
-			t.SelfCost = profile.SelfCost{Measured: true, Kept: b.gross, TotalNs: roundNs(b.selfRates.totalOf(b.selfRuns[i]))}
+			spread, samples := b.selfRates.spreadOf(b.selfRuns[i])
+			t.SelfCost = profile.SelfCost{Measured: true, Kept: b.gross, TotalNs: roundNs(b.selfRates.totalOf(b.selfRuns[i])),
+				SpreadNs: roundNs(spread), TimingSamples: samples}
 		}
 		t.Backends = b.res.backends.of(i)
 	}

@@ -2,9 +2,9 @@ package collector
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -151,33 +151,62 @@ func serveFakeRequest(objs *bpfObjects, cookie uint64) error {
 	return objs.CalibrationCookie.Set(cookie)
 }
 
-// measureSyscallLoop is the CPU one getppid() takes on this thread, the
-// median of a few rounds.
-func measureSyscallLoop() float64 {
+// measureSyscallLoop is the CPU one getppid() takes on this thread, a
+// figure for each round of calibrationSpells spells calibrationSpacing
+// apart: as for the entry cost, the mean over time is what a window pays.
+func measureSyscallLoop() []float64 {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var perSyscall []float64
-	for range calibrationRounds {
-		start := threadCPUNs()
-		for range calibrationSyscalls {
-			unix.RawSyscall(unix.SYS_GETPPID, 0, 0, 0)
+	for i := range calibrationSpells {
+		if i > 0 {
+			time.Sleep(calibrationSpacing)
 		}
-		perSyscall = append(perSyscall, float64(threadCPUNs()-start)/calibrationSyscalls)
+		for range calibrationRounds {
+			start := threadCPUNs()
+			for range calibrationSyscalls {
+				unix.RawSyscall(unix.SYS_GETPPID, 0, 0, 0)
+			}
+			perSyscall = append(perSyscall, float64(threadCPUNs()-start)/calibrationSyscalls)
+		}
 	}
-	slices.Sort(perSyscall)
-	return perSyscall[len(perSyscall)/2]
+	return perSyscall
 }
 
 // entryPerRun is what entering one program costs, from a syscall's cost
-// before the programs were attached (bare) and after (attached, not yet
-// enabled: each of its two runs returns at once). It includes the slower
-// syscall path the syscall tracepoints switch on, and the few loads before
-// a program returns.
-func entryPerRun(bare, attached float64) float64 {
-	if attached <= bare {
-		return 0
+// in rounds before the programs were attached (bare) and after (attached,
+// not yet enabled: each of its two runs returns at once), and the
+// standard error of that figure. It includes the slower syscall path the
+// syscall tracepoints switch on, and the few loads before a program
+// returns.
+func entryPerRun(bare, attached []float64) (ns, spreadNs float64) {
+	meanBare, errBare := meanAndError(bare)
+	meanAttached, errAttached := meanAndError(attached)
+	spreadNs = math.Sqrt(errBare*errBare+errAttached*errAttached) / 2
+	if meanAttached <= meanBare {
+		return 0, spreadNs
 	}
-	return (attached - bare) / 2
+	return (meanAttached - meanBare) / 2, spreadNs
+}
+
+// meanAndError is the mean of xs and its standard error (0 for fewer
+// than two).
+func meanAndError(xs []float64) (mean, stdErr float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var sq float64
+	for _, x := range xs {
+		sq += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(sq / float64(len(xs)-1) / float64(len(xs)))
 }
 
 func threadCPUNs() uint64 {

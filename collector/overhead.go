@@ -64,9 +64,11 @@ type overheadMeter struct {
 	// attached; the syscall tracepoints' runs timed at calibration; the
 	// timings kept since, and the rule that uses them.
 	entryPerRunNs float64
+	entrySpreadNs float64 // entryPerRunNs's standard error
 	poolEntryNs   float64 // set once pool probes are attached
 	calibratedRun [selfKinds]float64
 	timed, timed0 [selfKinds]reqprofSelfTiming
+	sampleRunNs   [][selfKinds]float64 // each sample's rates (selfRates.sampleRunNs)
 	self          *selfCost
 }
 
@@ -168,6 +170,7 @@ func (m *overheadMeter) calibrateWithStats() (uint64, error) {
 	if m.timed0, err = m.timings(); err != nil {
 		return 0, err
 	}
+	m.timed = m.timed0
 	return ns, nil
 }
 
@@ -192,7 +195,7 @@ func (m *overheadMeter) calibrateRuns() error {
 			m.calibratedRun[k] = float64(t.Ns) / float64(t.Runs)
 		}
 	}
-	m.timed0 = timed
+	m.timed0, m.timed = timed, timed
 	return nil
 }
 
@@ -214,7 +217,7 @@ func (m *overheadMeter) timings() ([selfKinds]reqprofSelfTiming, error) {
 
 // startRates are the rates before any of the window's runs are timed.
 func (m *overheadMeter) startRates() *selfRates {
-	return &selfRates{entryNs: m.entryPerRunNs, poolEntryNs: m.poolEntryNs, runNs: m.calibratedRun}
+	return &selfRates{entryNs: m.entryPerRunNs, entrySpreadNs: m.entrySpreadNs, poolEntryNs: m.poolEntryNs, runNs: m.calibratedRun}
 }
 
 // updateRates sets the rates from the runs timed in the window, by kind;
@@ -234,6 +237,21 @@ func (m *overheadMeter) updateRates() {
 			rates.runNs[k] = float64(ns) / float64(runs)
 		}
 	}
+	// This sample's own rates: the programs time their runs only while
+	// a sample is kept, so its runs are those since the last one's end.
+	previous := m.timed
+	sample := rates.runNs
+	var any bool
+	for k := range selfKinds {
+		if runs := timed[k].Runs - previous[k].Runs; runs > 0 {
+			sample[k] = float64(timed[k].Ns-previous[k].Ns) / float64(runs)
+			any = true
+		}
+	}
+	if any {
+		m.sampleRunNs = append(m.sampleRunNs, sample)
+	}
+	rates.sampleRunNs = m.sampleRunNs
 	m.timed = timed
 	m.self.rates.Store(rates)
 }

@@ -65,7 +65,7 @@ func (s *session) attach() error {
 		return err
 	}
 	s.overhead = newOverheadMeter(s.objs, len(s.procs))
-	s.overhead.entryPerRunNs = entryPerRun(bare, measureSyscallLoop())
+	s.overhead.entryPerRunNs, s.overhead.entrySpreadNs = entryPerRun(bare, measureSyscallLoop())
 	if s.stackHz > 0 {
 		if s.stackHz > MaxStackHz {
 			return fmt.Errorf("stack sampling at %d Hz, at most %d", s.stackHz, MaxStackHz)

@@ -23,6 +23,13 @@ type selfRates struct {
 	// when the probes are attached (calibratePoolEntry); 0 before.
 	poolEntryNs float64
 	runNs       [selfKinds]float64
+
+	// What the rates may be off by: the standard error of entryNs, and
+	// the rates of each sample of the window's timed runs (a kind with
+	// no run timed in a sample has the rate of the whole there), whose
+	// spread is that of runNs.
+	entrySpreadNs float64
+	sampleRunNs   [][selfKinds]float64
 }
 
 func (r *selfRates) perRun(kind reqprofSelfKind) float64 {
@@ -78,13 +85,50 @@ func (r *selfRates) tailOf(t *reqprofTailCost) float64 {
 // totalOf is the own cost of a target's runs over the window: those of
 // its threads, served a request or not.
 func (r *selfRates) totalOf(runs reqprofSelfRuns) float64 {
-	return float64(runs.Syscalls)*(r.perRun(reqprofSelfKindSELF_SYS_ENTER)+r.perRun(reqprofSelfKindSELF_SYS_EXIT)) +
-		float64(runs.SockOps)*r.perRun(reqprofSelfKindSELF_SOCK) +
-		float64(runs.Switches)*r.perRun(reqprofSelfKindSELF_SWITCH) +
-		float64(runs.Wakeups)*r.perRun(reqprofSelfKindSELF_WAKE) +
-		float64(runs.Interrupts)*2*r.perRun(reqprofSelfKindSELF_INTERRUPT) +
-		float64(runs.Faults)*r.perRun(reqprofSelfKindSELF_FAULT) +
-		float64(runs.PoolProbes)*r.perRun(reqprofSelfKindSELF_POOL)
+	var ns float64
+	for k, n := range runsByKind(runs) {
+		ns += n * r.perRun(reqprofSelfKind(k))
+	}
+	return ns
+}
+
+// spreadOf is the standard error of totalOf(runs): the entry cost's, for
+// every run but a pool probe's (whose trap is calibrated apart), and the
+// spread of what the window's samples of timed runs make of the same
+// runs, over the square root of their number. samples is how many there
+// were: with fewer than two, the second part is not known and left out.
+func (r *selfRates) spreadOf(runs reqprofSelfRuns) (ns float64, samples int) {
+	byKind := runsByKind(runs)
+	var entered float64
+	for k, n := range byKind {
+		if reqprofSelfKind(k) != reqprofSelfKindSELF_POOL {
+			entered += n
+		}
+	}
+	entry := entered * r.entrySpreadNs
+	totals := make([]float64, len(r.sampleRunNs))
+	for i, rates := range r.sampleRunNs {
+		for k, n := range byKind {
+			totals[i] += n * rates[k]
+		}
+	}
+	_, timed := meanAndError(totals)
+	return math.Sqrt(entry*entry + timed*timed), len(totals)
+}
+
+// runsByKind is how many runs of each kind runs counts: a syscall is one
+// of each syscall tracepoint, an interrupt its entry's and its exit's.
+func runsByKind(runs reqprofSelfRuns) [selfKinds]float64 {
+	var n [selfKinds]float64
+	n[reqprofSelfKindSELF_SYS_ENTER] = float64(runs.Syscalls)
+	n[reqprofSelfKindSELF_SYS_EXIT] = float64(runs.Syscalls)
+	n[reqprofSelfKindSELF_SOCK] = float64(runs.SockOps)
+	n[reqprofSelfKindSELF_SWITCH] = float64(runs.Switches)
+	n[reqprofSelfKindSELF_WAKE] = float64(runs.Wakeups)
+	n[reqprofSelfKindSELF_INTERRUPT] = 2 * float64(runs.Interrupts)
+	n[reqprofSelfKindSELF_FAULT] = float64(runs.Faults)
+	n[reqprofSelfKindSELF_POOL] = float64(runs.PoolProbes)
+	return n
 }
 
 func addRuns(into *reqprofSelfRuns, from reqprofSelfRuns) {

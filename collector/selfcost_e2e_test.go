@@ -54,6 +54,13 @@ func TestNetFiguresLeaveOutOwnCost(t *testing.T) {
 			if !within(net+self, server, 0.03) {
 				t.Errorf("net %.2f plus own cost %.2f µs, the server's own %.2f µs: more than 3%% apart", net, self, server)
 			}
+			// Its uncertainty is stated: the calibration's standard error
+			// at least, and never as large as the estimate itself.
+			c := target.SelfCost
+			t.Logf("own cost over all threads %.1f ms ± %.2f ms (%d samples of the programs' run time)", float64(c.TotalNs)/1e6, float64(c.SpreadNs)/1e6, c.TimingSamples)
+			if c.SpreadNs == 0 || c.SpreadNs >= c.TotalNs/2 {
+				t.Errorf("own cost %d ns ± %d ns: want a stated spread under half the estimate", c.TotalNs, c.SpreadNs)
+			}
 		})
 	}
 }

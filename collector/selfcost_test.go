@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"math"
 	"testing"
 
 	"github.com/reqprof/reqprof/profile"
@@ -228,5 +229,45 @@ func TestStatsSampleCadence(t *testing.T) {
 	// every 50 polls from poll 137.
 	if want := 10 + (polls-137)/50 + 1; turned != want {
 		t.Errorf("turned on %d times in %d polls, want %d", turned, polls, want)
+	}
+}
+
+// The spread of the whole's own cost: the entry cost's standard error
+// once for every run entered (a pool probe's trap is calibrated apart),
+// and the standard error of what each sample's rates make of the runs.
+func TestSpreadAddsEntryAndSampleErrors(t *testing.T) {
+	r := testRates()
+	r.entrySpreadNs = 2
+	runs := reqprofSelfRuns{Syscalls: 10, SockOps: 5, Interrupts: 1, PoolProbes: 3}
+	// Entered: 10 sys_enter + 10 sys_exit + 5 socket + 2 interrupt hooks.
+	if got, samples := r.spreadOf(runs); math.Abs(got-27*2) > 1e-9 || samples != 0 {
+		t.Errorf("with no samples: spread %v over %d samples, want %v over 0", got, samples, 27*2.0)
+	}
+	// Two samples whose rates differ only in the socket run: 200 and 240.
+	a, b := r.runNs, r.runNs
+	a[reqprofSelfKindSELF_SOCK], b[reqprofSelfKindSELF_SOCK] = 200, 240
+	r.sampleRunNs = [][selfKinds]float64{a, b}
+	// Totals 5*200 and 5*240 apart by 200: standard deviation 141.42,
+	// standard error 100; with the entry's 54 in quadrature.
+	want := math.Sqrt(54*54 + 100*100)
+	if got, samples := r.spreadOf(runs); math.Abs(got-want) > 1e-9 || samples != 2 {
+		t.Errorf("spread %v over %d samples, want %v over 2", got, samples, want)
+	}
+}
+
+// What entering a program costs is half a syscall's rise, with the
+// standard error of the two means behind it.
+func TestEntryPerRunFromMeans(t *testing.T) {
+	ns, spread := entryPerRun([]float64{300, 310, 290}, []float64{400, 420, 380})
+	if ns != 50 {
+		t.Errorf("entry %v ns, want 50", ns)
+	}
+	// Bare: sd 10, se 10/√3; attached: sd 20, se 20/√3; half their sum in quadrature.
+	want := math.Sqrt(100.0/3+400.0/3) / 2
+	if math.Abs(spread-want) > 1e-9 {
+		t.Errorf("spread %v ns, want %v", spread, want)
+	}
+	if ns, _ := entryPerRun([]float64{400}, []float64{390}); ns != 0 {
+		t.Errorf("attached cheaper than bare: entry %v ns, want 0", ns)
 	}
 }

@@ -247,6 +247,12 @@ type SelfCost struct {
 	// TotalNs is over all the target's threads, served a request or not:
 	// what its process's CPU includes of it.
 	TotalNs uint64
+	// SpreadNs is TotalNs's standard error: that of the entry cost's
+	// calibration, and the spread of the programs' run time over
+	// TimingSamples samples of the window, when there were two or more
+	// (with fewer, SpreadNs holds the entry cost's part alone).
+	SpreadNs      uint64
+	TimingSamples int
 }
 
 // AttributedNs is CPU charged to any request, finished or not.

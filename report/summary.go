@@ -409,7 +409,14 @@ func summarizeTarget(t profile.Target, window time.Duration, opts SummarizeOptio
 	if t.SelfCost.Measured {
 		ts.SelfCostUs = &SelfCostSummary{Total: roundHundredth(usFromNs(t.SelfCost.TotalNs)), TakenOut: !t.SelfCost.Kept}
 		if n > 0 {
-			ts.SelfCostUs.PerRequest = roundHundredth(float64(totals.SelfNs) / 1e3 / float64(n))
+			perRequest := float64(totals.SelfNs) / 1e3 / float64(n)
+			ts.SelfCostUs.PerRequest = roundHundredth(perRequest)
+			if t.SelfCost.TotalNs > 0 {
+				// The requests' own cost is costed at the same rates as
+				// the whole's, so it is as far off, in proportion.
+				ts.SelfCostUs.PerRequestSpread = roundHundredth(perRequest * float64(t.SelfCost.SpreadNs) / float64(t.SelfCost.TotalNs))
+			}
+			ts.SelfCostUs.TimingSamples = t.SelfCost.TimingSamples
 		}
 	}
 	ts.TimeSplitUs = timeSplitOf(totals, n, t.SelfCost.Measured && !t.SelfCost.Kept)
@@ -644,10 +651,17 @@ func liteSummary(lite bool) *LiteSummary {
 // finished request (its mean), and over all the target's threads in the
 // window. TakenOut says whether the request figures are net of it (the
 // default) or keep it (--gross).
+//
+// PerRequestSpread is PerRequest's standard error: the calibration's of
+// what entering a program costs, and the spread of the programs' run
+// time over the window's TimingSamples samples of it when there were two
+// or more (with fewer, the calibration's alone).
 type SelfCostSummary struct {
-	PerRequest float64 `json:"per_request"`
-	Total      float64 `json:"total"`
-	TakenOut   bool    `json:"taken_out"`
+	PerRequest       float64 `json:"per_request"`
+	PerRequestSpread float64 `json:"per_request_spread"`
+	TimingSamples    int     `json:"timing_samples"`
+	Total            float64 `json:"total"`
+	TakenOut         bool    `json:"taken_out"`
 }
 
 // TimeSplitSummary is where a mean finished request's CPU and time went,

@@ -500,6 +500,11 @@ func selfCostLine(t TargetSummary, o *OverheadSummary, windowS float64) string {
 	}
 	cost := smallUs(c.PerRequest)
 	basis := "its programs' run time in this process's threads: each run counted, costed at the time measured for its kind"
+	// A run saved by a build that stated no spread has neither figure.
+	stated := c.PerRequestSpread > 0 || c.TimingSamples > 0
+	if stated {
+		cost += " ± " + smallUs(c.PerRequestSpread)
+	}
 	switch {
 	case o == nil || o.BPFCPUUs == nil:
 	case o.BPFStatsSampledS != nil && windowS > 0:
@@ -508,6 +513,13 @@ func selfCostLine(t TargetSummary, o *OverheadSummary, windowS float64) string {
 		basis += fmt.Sprintf(" over %s s of the window", tenths(*o.BPFStatsSampledS))
 	default:
 		basis += " over the whole window"
+	}
+	switch {
+	case !stated:
+	case c.TimingSamples >= 2:
+		basis += fmt.Sprintf("; ± is one standard error, from the calibration of a program's entry and the spread of %d samples of its run time", c.TimingSamples)
+	default:
+		basis += "; ± is one standard error of the calibration of a program's entry alone: its run time was timed in fewer than two samples, so their spread is not known"
 	}
 	if c.TakenOut {
 		return fmt.Sprintf("reqprof's own cost, taken out of the figures above: %s µs per request (%s); --gross keeps it in", cost, basis)

@@ -44,6 +44,9 @@ type collectorFigures struct {
 	// selfCostNs is what reqprof said its programs cost the target's
 	// threads over its window (self_cost_us.total).
 	selfCostNs uint64
+	// selfSpreadNs is selfCostNs's standard error, as reqprof stated it
+	// (self_cost_us.per_request_spread, in proportion).
+	selfSpreadNs uint64
 	// stacks are the target's stack samples summarized, with --stacks.
 	stacks *report.StacksSummary
 }
@@ -139,6 +142,9 @@ func (a *attachment) stop(loadEndCPUNs uint64) (collectorFigures, error) {
 	f.lost = summary.Targets[0].LostEvents
 	if c := summary.Targets[0].SelfCostUs; c != nil {
 		f.selfCostNs = uint64(c.Total * 1e3)
+		if c.PerRequest > 0 {
+			f.selfSpreadNs = uint64(c.Total * 1e3 * c.PerRequestSpread / c.PerRequest)
+		}
 	}
 	f.stacks = summary.Targets[0].Stacks
 	return f, nil

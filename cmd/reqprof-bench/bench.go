@@ -145,7 +145,12 @@ func (b *bench) runAll() error {
 	// Its programs still run on every syscall, softirq and socket event of
 	// the machine, if only to tell they are no target's: what that costs
 	// nginx is the least any target pays, before any of its own accounting.
-	if err := b.addFloor(nginx); err != nil {
+	if err := b.addFloor(nginx, nil); err != nil {
+		return err
+	}
+	// And lite mode's floor: what its socket and scheduler programs cost
+	// nginx when no thread of it is a target's.
+	if err := b.addFloor(nginx, []string{"--lite"}); err != nil {
 		return err
 	}
 	// Stack sampling with interpreter frames: a Python server whose
@@ -248,6 +253,9 @@ func (b *bench) runLite() error {
 		if err = b.addOverhead(nginx, flags, ""); err != nil {
 			break
 		}
+	}
+	if err == nil {
+		err = b.addFloor(nginx, []string{"--lite"})
 	}
 	nginx.stop()
 	if err != nil {
@@ -408,9 +416,9 @@ func (b *bench) attachTarget(srv *server) int {
 	return srv.pid()
 }
 
-// addFloor measures what reqprof costs srv while attached to an idle
-// process.
-func (b *bench) addFloor(srv *server) error {
+// addFloor measures what reqprof, with flags, costs srv while attached to
+// an idle process.
+func (b *bench) addFloor(srv *server, flags []string) error {
 	idle := exec.Command("sleep", "infinity")
 	if err := idle.Start(); err != nil {
 		return fmt.Errorf("starting an idle process: %w", err)
@@ -421,7 +429,7 @@ func (b *bench) addFloor(srv *server) error {
 	}()
 	b.attachTo = idle.Process.Pid
 	defer func() { b.attachTo = 0 }()
-	return b.addOverhead(srv, nil, floorLabel)
+	return b.addOverhead(srv, flags, floorLabel)
 }
 
 // floorLabel names the floor runs' row.
