@@ -44,6 +44,12 @@ type trial struct {
 	othersCPUNs   uint64
 	otherReqprofs int
 	irqWork       uint64 // IRQ work interrupts on the machine over the load
+	switches      uint64 // the server's threads' context switches over the load
+}
+
+// switchesPerRequest is the server's context switches per answered request.
+func (t trial) switchesPerRequest() float64 {
+	return float64(t.switches) / float64(t.load.requests)
 }
 
 // serverCPUPerRequestUs is the server process's CPU per answered request.
@@ -372,6 +378,10 @@ func (b *bench) measureServer(srv *server, a *attachment, l load, t *trial) erro
 	if err != nil {
 		return err
 	}
+	switchesBefore, err := processSwitches(srv.pid())
+	if err != nil {
+		return err
+	}
 	before, err := collector.ProcessCPUNs(srv.pid())
 	if err != nil {
 		return err
@@ -384,6 +394,11 @@ func (b *bench) measureServer(srv *server, a *attachment, l load, t *trial) erro
 	if err != nil {
 		return err
 	}
+	switchesAfter, err := processSwitches(srv.pid())
+	if err != nil {
+		return err
+	}
+	t.switches = switchesAfter - min(switchesBefore, switchesAfter)
 	busyAfter, err := machineBusyNs()
 	if err != nil {
 		return err

@@ -228,3 +228,32 @@ func enableRunStats() (io.Closer, error) {
 	}
 	return closer, nil
 }
+
+// processSwitches is how many times the threads of process pid have been
+// switched out so far, voluntarily or not (the ctxt_switches lines of
+// each /proc/PID/task/TID/status): a server that switches more per
+// request when reqprof is attached pays for that in its own code and
+// the scheduler's, which no count of reqprof's program runs covers.
+func processSwitches(pid int) (uint64, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for _, task := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if err != nil {
+			continue // a thread that exited meanwhile
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			name, value, ok := strings.Cut(line, ":")
+			if !ok || !strings.HasSuffix(name, "ctxt_switches") {
+				continue
+			}
+			if n, err := strconv.ParseUint(strings.TrimSpace(value), 10, 64); err == nil {
+				sum += n
+			}
+		}
+	}
+	return sum, nil
+}
