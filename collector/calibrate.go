@@ -39,20 +39,32 @@ func calibrateSyscallEntry(objs *bpfObjects) (uint64, error) {
 	// time, which a middle of a few measures is not (40 spells of 1,000
 	// getppid here, 20 ms apart: their mean 5% over their median).
 	var sum, n uint64
-	for i := range calibrationSpells {
-		if i > 0 {
-			time.Sleep(calibrationSpacing)
-		}
+	err := inSpells(func() error {
 		rounds, err := measureSyscallEntry(objs)
-		if err != nil {
-			return 0, err
-		}
 		for _, ns := range rounds {
 			sum += ns
 			n++
 		}
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
 	return sum / n, nil
+}
+
+// inSpells runs measure calibrationSpells times, calibrationSpacing
+// apart, until it fails.
+func inSpells(measure func() error) error {
+	for i := range calibrationSpells {
+		if i > 0 {
+			time.Sleep(calibrationSpacing)
+		}
+		if err := measure(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // calibrationSpells measures, calibrationSpacing apart, make one
@@ -158,10 +170,7 @@ func measureSyscallLoop() []float64 {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var perSyscall []float64
-	for i := range calibrationSpells {
-		if i > 0 {
-			time.Sleep(calibrationSpacing)
-		}
+	inSpells(func() error {
 		for range calibrationRounds {
 			start := threadCPUNs()
 			for range calibrationSyscalls {
@@ -169,7 +178,8 @@ func measureSyscallLoop() []float64 {
 			}
 			perSyscall = append(perSyscall, float64(threadCPUNs()-start)/calibrationSyscalls)
 		}
-	}
+		return nil
+	})
 	return perSyscall
 }
 

@@ -102,8 +102,8 @@ func (b *bench) liteGoals() [][]string {
 		}
 		o := b.overheads[i]
 		loss, added := o.throughputLoss(), o.addedCPUUs()
-		// On nginx, lite mode's floor (attached to an idle process) is
-		// stated beside: what its programs cost before any target's
+		// Lite mode's floor (attached to an idle process, measured on
+		// nginx) is stated beside: what its programs cost before any target's
 		// accounting, which no goal can go below.
 		lossText, addedText := percent(loss), fmt.Sprintf("%.2f µs", added)
 		if floor, ok := b.overheadNamed(runName(name, "--lite", floorLabel)); ok {
@@ -115,7 +115,7 @@ func (b *bench) liteGoals() [][]string {
 			rows = append(rows, []string{"Server CPU added per request, --lite, nginx", fmt.Sprintf("≤ %.1f µs", liteGoalAddedCPUUs),
 				addedText, met(added <= liteGoalAddedCPUUs)})
 		} else {
-			rows = append(rows, []string{"Server CPU added per request, --lite, " + name, "(stated)", fmt.Sprintf("%.2f µs", added), "—"})
+			rows = append(rows, []string{"Server CPU added per request, --lite, " + name, "(stated)", addedText, "—"})
 		}
 	}
 	return rows
@@ -269,15 +269,9 @@ func (b *bench) overheadNamed(name string) (overhead, bool) {
 	return b.overheads[i], true
 }
 
-// floor is the overhead of reqprof attached to an idle process, if measured.
-func (b *bench) floor() (overhead, bool) {
-	for _, o := range b.overheads {
-		if strings.HasSuffix(o.server, floorLabel) {
-			return o, true
-		}
-	}
-	return overhead{}, false
-}
+// floor is the overhead of reqprof, with its defaults, attached to an idle
+// process while nginx serves, if measured.
+func (b *bench) floor() (overhead, bool) { return b.overheadNamed(runName("nginx", floorLabel)) }
 
 func met(ok bool) string {
 	if ok {
