@@ -3,9 +3,10 @@
 Opens --conns keep-alive HTTP/1.1 connections to --addr, prints "ready",
 and on SIGUSR1 makes --calls calls in all from --conns tasks: task i calls
 GET /c{i} and, after each answer, burns (i + 1) * --burn-us of CPU in a
-loop calibrated on the thread's clock, without a syscall. Then it prints
-one JSON line (calls, process_cpu_ns, per path: calls and burn_ns) and
-waits for SIGTERM. All tasks run on one loop thread, interleaving their
+loop calibrated on the thread's clock. Then it prints one JSON line
+(calls, process_cpu_ns, per path: calls and burn_ns, the thread CPU one
+call's burn took, timed around each burn during the calls) and waits for
+SIGTERM. All tasks run on one loop thread, interleaving their
 calls: what reqprof's asyncio model (runtime "asyncio") has to split.
 
 --lib raw writes the calls and parses the answers itself, a connection per
@@ -22,8 +23,7 @@ import time
 
 
 def spin(rounds):
-    """CPU with no syscall: reading the thread's clock is one (no vDSO for
-    it), and would end the task's piece of the loop's iteration."""
+    """CPU with no syscall."""
     x = 1
     for _ in range(rounds):
         x = (x * 1103515245 + 12345) & 0xFFFFFFFF
@@ -40,14 +40,6 @@ def rounds_for(ns):
         if took >= 20_000_000:
             return max(1, round(n * ns / took))
         n *= 2
-
-
-def burn_ns(rounds, times=200):
-    """The thread CPU one spin of rounds takes, over many."""
-    t0 = time.thread_time_ns()
-    for _ in range(times):
-        spin(rounds)
-    return (time.thread_time_ns() - t0) // times
 
 
 async def read_response(reader):
@@ -105,10 +97,19 @@ class AiohttpCalls:
 
 
 async def calls_on(client, task, path, n, rounds, stats):
+    """n calls of path, each followed by a burn, timed on the thread's
+    clock: a burn takes what the host's pace makes of it then, which a
+    measurement taken before the calls can miss (the pace changes by the
+    minute). The clock reads are syscalls, which do not end the
+    task's piece of the loop's iteration (only a read, a write or a poll
+    does), and cost each call alike."""
+    burnt = 0
     for _ in range(n):
         await client.call(task, path)
+        t0 = time.thread_time_ns()
         spin(rounds)
-    stats[path] = {"calls": n, "rounds": rounds}
+        burnt += time.thread_time_ns() - t0
+    stats[path] = {"calls": n, "rounds": rounds, "burn_ns": burnt // n}
 
 
 async def main():
@@ -126,9 +127,6 @@ async def main():
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     per_us = rounds_for(1_000_000) / 1000
     rounds = [round(per_us * (i + 1) * args.burn_us) for i in range(args.conns)]
-    # What each call's spin takes, measured before the calls: a clock read
-    # amid them would be a syscall, and after them CPU of the last call.
-    burns = {"/c%d" % i: burn_ns(r) for i, r in enumerate(rounds)}
     client = AiohttpCalls() if args.lib == "aiohttp" else RawCalls()
     await client.open(host, int(port), args.conns)
     print("ready", flush=True)
@@ -141,8 +139,6 @@ async def main():
         tasks.append(calls_on(client, i, "/c%d" % i, n, rounds[i], stats))
     await asyncio.gather(*tasks)
     cpu = time.process_time_ns() - cpu0
-    for path, s in stats.items():
-        s["burn_ns"] = burns[path]
     print(json.dumps({"calls": args.calls, "process_cpu_ns": cpu, "paths": stats}), flush=True)
     await stop.wait()
     await client.close()
