@@ -35,12 +35,17 @@ func runCalserver(t *testing.T, conns, requests int, args ...string) (profile.Ta
 	if target.Finished.Requests != requests || int(stats.Requests) != requests {
 		t.Fatalf("reqprof counted %d requests, server %d, want %d", target.Finished.Requests, stats.Requests, requests)
 	}
-	return target, calserverTruth{cpuUs: stats.MeanCPUMicros(), devNullUs: stats.MeanDevNullCPUMicros(), devNullLoopUserNs: stats.DevNullLoopUserNs}
+	truth := calserverTruth{cpuUs: stats.MeanCPUMicros(), devNullUs: stats.MeanDevNullCPUMicros(), loopUserNs: stats.DevNullLoopUserNs}
+	if stats.GetppidCalls > 0 {
+		truth.getppidNs = float64(stats.GetppidCPUNs) / float64(stats.GetppidCalls)
+	}
+	return target, truth
 }
 
 type calserverTruth struct {
-	cpuUs, devNullUs  float64
-	devNullLoopUserNs float64 // per write: the server loop's own user CPU
+	cpuUs, devNullUs float64
+	loopUserNs       float64 // per syscall: the server loop's own user CPU
+	getppidNs        float64 // per getppid() call, the loop's user CPU included
 }
 
 func meanUs(requests []profile.Request, ns func(profile.Request) uint64) float64 {
@@ -51,7 +56,10 @@ func meanUs(requests []profile.Request, ns func(profile.Request) uint64) float64
 	return float64(sum) / float64(len(requests)) / 1e3
 }
 
-var writeCause = profile.Cause{Kind: profile.CauseSyscall, Name: "write"}
+var (
+	writeCause   = profile.Cause{Kind: profile.CauseSyscall, Name: "write"}
+	getppidCause = profile.Cause{Kind: profile.CauseSyscall, Name: "getppid"}
+)
 
 func causeMeanUs(target profile.Target, cause profile.Cause) float64 {
 	return float64(target.KernelBreakdown[cause].Ns) / float64(target.Finished.Requests) / 1e3
@@ -60,34 +68,55 @@ func causeMeanUs(target profile.Target, cause profile.Cause) float64 {
 // TestWritesShowInTheWriteRow: a request that also writes to /dev/null K
 // times has a write row larger by what those writes cost, as the server
 // measured them with its own thread CPU clock.
+//
+// A syscall's row is its time between the tracepoints plus the entry and
+// exit cost reqprof calibrates on a thread of its own; what a syscall costs
+// a target outside the tracepoints differs from that, process by process.
+// On this VM (PTI without PCID, a guest of the PVM hypervisor) reqprof's
+// getppid row came out at 84.5% to 106.5% of the server's own figure,
+// window by window, and the writes' row against the server's clock at
+// 87.5% to 109.8% (each window is a new server process). The two move
+// together: net of the first, the second was at 96.3% to 101.4% in 15
+// windows. So each request also makes K getppid() calls, timed apart: the
+// server's figure for them less reqprof's getppid row is what the
+// calibration missed in this process, a call; the write row is held to the
+// server's writes net of that within 5%, and the calibration's miss itself
+// within 20% (docs/LIMITS.md, Syscall entry and exit cost).
 func TestWritesShowInTheWriteRow(t *testing.T) {
 	const requests, writes, windows = 600, 300, 5
 	plain, _ := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us")
-	// Each window calibrates the syscall entry cost anew, and on this VM a
-	// stretch of some ms can run every syscall a fifth slower: a window
-	// measured in one while calibrated outside it, or the other way round,
-	// is a few % off per syscall (20 windows: 91.6% to 107.7% of the
-	// server's writes each, a mean of 99.2%). The comparison is over five
-	// windows.
-	var grewSum, kernelSum float64
+	var grewSum, netSum, ppidRowSum, ppidTruthSum float64
 	for range windows {
 		writing, truth := runCalserver(t, 1, requests, "--model", "epoll", "--burn", "100us",
-			"--devnull-writes", strconv.Itoa(writes), "--devnull-bytes", "4096")
+			"--devnull-writes", strconv.Itoa(writes), "--devnull-bytes", "4096", "--getppid-calls", strconv.Itoa(writes))
 		grew := causeMeanUs(writing, writeCause) - causeMeanUs(plain, writeCause)
-		// The server's clock around its writes also counts its loop's
-		// user instructions, which reqprof rightly counts as user time.
-		kernelUs := truth.devNullUs - writes*truth.devNullLoopUserNs/1e3
-		t.Logf("write row: %.1f → %.1f µs per request (+%.1f); server measured its /dev/null writes at %.1f µs, %.1f µs of it outside its loop's user code (%.1f%%)",
-			causeMeanUs(plain, writeCause), causeMeanUs(writing, writeCause), grew, truth.devNullUs, kernelUs, 100*grew/kernelUs)
+		// The server's clock around its calls also counts its loop's user
+		// instructions, which reqprof rightly counts as user time.
+		kernelUs := truth.devNullUs - writes*truth.loopUserNs/1e3
+		ppid := writing.KernelBreakdown[getppidCause]
+		if ppid.Calls != uint64(writes*requests) {
+			t.Fatalf("%d getppid calls, want %d", ppid.Calls, writes*requests)
+		}
+		ppidRowNs := float64(ppid.Ns) / float64(ppid.Calls)
+		ppidTruthNs := truth.getppidNs - truth.loopUserNs
+		netUs := kernelUs - writes*(ppidTruthNs-ppidRowNs)/1e3
+		t.Logf("write row: %.1f → %.1f µs per request (+%.1f); server measured its /dev/null writes at %.1f µs, %.1f µs of it outside its loop's user code; a getppid %.0f ns by the server, %.0f ns by reqprof (%.1f%%): the writes net of that %.1f µs (%.1f%%)",
+			causeMeanUs(plain, writeCause), causeMeanUs(writing, writeCause), grew, truth.devNullUs, kernelUs,
+			ppidTruthNs, ppidRowNs, 100*ppidRowNs/ppidTruthNs, netUs, 100*grew/netUs)
 		grewSum += grew
-		kernelSum += kernelUs
+		netSum += netUs
+		ppidRowSum += ppidRowNs
+		ppidTruthSum += ppidTruthNs
 		if calls := float64(writing.KernelBreakdown[writeCause].Calls) / requests; calls != writes+1 {
 			t.Errorf("%.2f write calls per request, want 301 (300 to /dev/null, 1 response)", calls)
 		}
 		checkBreakdownAddsUp(t, writing)
 	}
-	if !within(grewSum, kernelSum, 0.05) {
-		t.Errorf("write row grew by %.1f µs per request, the server's writes cost %.1f µs: more than 5%% apart", grewSum/windows, kernelSum/windows)
+	if !within(grewSum, netSum, 0.05) {
+		t.Errorf("write row grew by %.1f µs per request, the server's writes cost %.1f µs net of the entry cost's miss: more than 5%% apart", grewSum/windows, netSum/windows)
+	}
+	if !within(ppidRowSum, ppidTruthSum, 0.20) {
+		t.Errorf("a getppid: %.0f ns by reqprof, %.0f ns by the server: the entry cost calibrated in reqprof's process missed this one's by more than 20%%", ppidRowSum/windows, ppidTruthSum/windows)
 	}
 }
 

@@ -50,6 +50,11 @@ type Config struct {
 	// /dev/null.
 	DevNullWrites int
 	DevNullBytes  int
+	// GetppidCalls getppid() calls per request after the writes, timed
+	// apart (Stats.GetppidCPUNs): the cheapest syscall, nearly all of it
+	// the kernel's entry and exit paths, for tests that tell a syscall's
+	// own kernel work from what the calls around it cost the process.
+	GetppidCalls int
 
 	Sleep time.Duration // off-CPU wait per request, after the CPU work
 
@@ -66,7 +71,7 @@ type Config struct {
 }
 
 func (c Config) validate() error {
-	if c.Burn < 0 || c.Sleep < 0 || c.DevNullWrites < 0 || c.DevNullBytes < 0 {
+	if c.Burn < 0 || c.Sleep < 0 || c.DevNullWrites < 0 || c.DevNullBytes < 0 || c.GetppidCalls < 0 {
 		return fmt.Errorf("calserver: negative burn, sleep or /dev/null work in %+v", c)
 	}
 	if c.CloseAfterResponse && c.Model != Threads {

@@ -24,6 +24,7 @@ func Main(args []string) int {
 	flags.Var(routeFlag(cfg.Routes), "route", `KEY=DURATION: burn DURATION for requests with route key KEY instead of --burn (repeatable); KEY is a path ("/a") or a JSON-RPC method ("tools/list", "tools/call add")`)
 	flags.IntVar(&cfg.DevNullWrites, "devnull-writes", 0, "writes to /dev/null per request")
 	flags.IntVar(&cfg.DevNullBytes, "devnull-bytes", 0, "bytes per /dev/null write")
+	flags.IntVar(&cfg.GetppidCalls, "getppid-calls", 0, "getppid() calls per request, after the /dev/null writes, timed apart")
 	flags.DurationVar(&cfg.Sleep, "sleep", 0, "off-CPU sleep per request")
 	flags.IntVar(&cfg.Workers, "workers", DefaultWorkers, "worker threads of the pool model")
 	flags.BoolVar(&cfg.CloseAfterResponse, "close", false, "close each connection after its first response, as an HTTP/1.0 server (threads model)")

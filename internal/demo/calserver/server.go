@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -51,10 +52,13 @@ type Server struct {
 	devNull       int
 	devNullBuf    []byte
 	devNullWrites int
+	getppidCalls  int
 	// user CPU of one round of the write loop apart from its syscall
 	devNullLoopUserNs float64
 	sleep             time.Duration
 	closeAfter        bool // Config.CloseAfterResponse
+	// getppid() calls made and the thread CPU they took, all requests'
+	getppidDone, getppidCPUNs atomic.Uint64
 
 	engine    engine
 	wg        sync.WaitGroup // the engine's serving goroutines
@@ -92,6 +96,7 @@ func Start(cfg Config) (*Server, error) {
 		fallback:      &route{name: DefaultRoute, iterations: IterationsFor(cfg.Burn)},
 		devNullBuf:    make([]byte, cfg.DevNullBytes),
 		devNullWrites: cfg.DevNullWrites,
+		getppidCalls:  cfg.GetppidCalls,
 		sleep:         cfg.Sleep,
 		closeAfter:    cfg.CloseAfterResponse,
 	}
@@ -105,7 +110,7 @@ func Start(cfg Config) (*Server, error) {
 	if s.devNull, err = unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
 		return nil, fmt.Errorf("calserver: open /dev/null: %w", err)
 	}
-	if s.devNullWrites > 0 {
+	if s.devNullWrites > 0 || s.getppidCalls > 0 {
 		s.devNullLoopUserNs = writeLoopUserNs(s.devNull, s.devNullBuf)
 	}
 	switch cfg.Model {
@@ -135,7 +140,8 @@ func (s *Server) Addr() string { return s.addr }
 // Stats is the ground truth so far. Taken while requests are in flight, its
 // counters may be a request apart from one another; after Close it is final.
 func (s *Server) Stats() Stats {
-	st := Stats{Routes: make(map[string]Totals, len(s.routes)), DevNullLoopUserNs: s.devNullLoopUserNs}
+	st := Stats{Routes: make(map[string]Totals, len(s.routes)), DevNullLoopUserNs: s.devNullLoopUserNs,
+		GetppidCalls: s.getppidDone.Load(), GetppidCPUNs: s.getppidCPUNs.Load()}
 	for _, r := range s.routes {
 		t := r.totals()
 		st.Routes[r.name] = t
@@ -496,6 +502,16 @@ func (s *Server) respond(c *conn, r *route) {
 			unix.RawSyscall(unix.SYS_WRITE, uintptr(s.devNull), uintptr(buf), uintptr(len(s.devNullBuf)))
 		}
 		c.devNullCPUNs = threadCPUNow() - before
+	}
+	if s.getppidCalls > 0 {
+		// Outside the request's /dev/null figure: a reference in the same
+		// thread for the cost of a syscall that does next to nothing.
+		before := threadCPUNow()
+		for range s.getppidCalls {
+			unix.RawSyscall(unix.SYS_GETPPID, 0, 0, 0)
+		}
+		s.getppidCPUNs.Add(uint64(threadCPUNow() - before))
+		s.getppidDone.Add(uint64(s.getppidCalls))
 	}
 	if s.sleep > 0 {
 		ts := unix.NsecToTimespec(s.sleep.Nanoseconds())

@@ -74,6 +74,11 @@ type Stats struct {
 	// loop apart from its syscall (loop and call instructions): part of
 	// DevNullCPUNs that is no kernel time.
 	DevNullLoopUserNs float64 `json:"devnull_loop_user_ns"`
+	// GetppidCalls and GetppidCPUNs: the getppid() calls made
+	// (Config.GetppidCalls a request) and the thread CPU they took, the
+	// loop's user instructions included, as for DevNullCPUNs.
+	GetppidCalls uint64 `json:"getppid_calls,omitempty"`
+	GetppidCPUNs uint64 `json:"getppid_cpu_ns,omitempty"`
 
 	// Pool model only: FUTEX_WAKE calls the I/O thread made to hand jobs to
 	// sleeping workers, the workers they woke, and FUTEX_WAIT calls the
