@@ -72,7 +72,7 @@ type Config struct {
 
 func (c Config) validate() error {
 	if c.Burn < 0 || c.Sleep < 0 || c.DevNullWrites < 0 || c.DevNullBytes < 0 || c.GetppidCalls < 0 {
-		return fmt.Errorf("calserver: negative burn, sleep or /dev/null work in %+v", c)
+		return fmt.Errorf("calserver: negative burn, sleep, /dev/null writes or getppid calls in %+v", c)
 	}
 	if c.CloseAfterResponse && c.Model != Threads {
 		return fmt.Errorf("calserver: closing after each response needs the threads model, not %q", c.Model)
