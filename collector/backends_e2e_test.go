@@ -40,11 +40,8 @@ type loopServerStats struct {
 // the server times more than its burns, else its burns.
 func (s loopServerStats) meanWorkUs(route string) float64 {
 	r := s.Routes[route]
-	if r.Requests == 0 {
-		return 0
-	}
-	if r.WorkUs == 0 {
-		return r.BurnUs / float64(r.Requests)
+	if r.WorkUs == 0 || r.Requests == 0 {
+		return s.meanBurnUs(route)
 	}
 	return r.WorkUs / float64(r.Requests)
 }

@@ -486,6 +486,16 @@ func (s *Server) routeFor(key []byte) *route {
 	return s.fallback
 }
 
+// timedSyscalls makes n raw syscalls trap(a1, a2, a3) and returns the
+// thread CPU they took, the loop's own instructions included.
+func timedSyscalls(n int, trap, a1, a2, a3 uintptr) int64 {
+	before := threadCPUNow()
+	for range n {
+		unix.RawSyscall(trap, a1, a2, a3)
+	}
+	return threadCPUNow() - before
+}
+
 // respond does a request's work and queues its response on c.
 func (s *Server) respond(c *conn, r *route) {
 	c.route = r
@@ -497,20 +507,12 @@ func (s *Server) respond(c *conn, r *route) {
 		// is then the writes' kernel CPU with next to no user code in it.
 		// They cannot fail; they are here for their kernel CPU.
 		buf := unsafe.Pointer(unsafe.SliceData(s.devNullBuf))
-		before := threadCPUNow()
-		for range s.devNullWrites {
-			unix.RawSyscall(unix.SYS_WRITE, uintptr(s.devNull), uintptr(buf), uintptr(len(s.devNullBuf)))
-		}
-		c.devNullCPUNs = threadCPUNow() - before
+		c.devNullCPUNs = timedSyscalls(s.devNullWrites, unix.SYS_WRITE, uintptr(s.devNull), uintptr(buf), uintptr(len(s.devNullBuf)))
 	}
 	if s.getppidCalls > 0 {
 		// Outside the request's /dev/null figure: a reference in the same
 		// thread for the cost of a syscall that does next to nothing.
-		before := threadCPUNow()
-		for range s.getppidCalls {
-			unix.RawSyscall(unix.SYS_GETPPID, 0, 0, 0)
-		}
-		s.getppidCPUNs.Add(uint64(threadCPUNow() - before))
+		s.getppidCPUNs.Add(uint64(timedSyscalls(s.getppidCalls, unix.SYS_GETPPID, 0, 0, 0)))
 		s.getppidDone.Add(uint64(s.getppidCalls))
 	}
 	if s.sleep > 0 {

@@ -14,8 +14,8 @@
 // setup and the response's end (work_us). What runs right after a longer
 // burn runs slower: the setup of the call after 4 units took 6.5 to 7.6 µs
 // more than after 1 (2026-12-06, 3 runs), work of the request that the
-// burns alone do not show. That clock is the loop thread's only when V8 has no
-// background threads at work, so the server must run with
+// burns alone do not show. That clock is the loop thread's only when V8
+// has no background threads at work, so the server must run with
 //   --single-threaded  V8's background tasks on the loop thread: otherwise
 //                      its helper threads, no request's, took 11.6% of the
 //                      process's CPU under reqprof's tests' load (mostly
